@@ -1,0 +1,1 @@
+"""Purlin: design, simulate and run GPU collectives."""

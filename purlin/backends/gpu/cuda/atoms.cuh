@@ -1,0 +1,523 @@
+// Purlin Atoms: the device functions that move and reduce bytes for one CTA.
+//
+// Compiled by NVRTC once per GPU generation (see atomset.py), with no headers:
+//   PURLIN_VEC      vector width in bytes: 16 (sm_80, sm_90) or 32 (sm_100)
+//   PURLIN_THREADS  threads per CTA (launch bounds)
+//   PURLIN_TMA      1 where the bulk-copy engine exists (sm_90 and later)
+// Every function here works on one contiguous byte range for the whole CTA; the callers
+// (standalone atom kernels, the SNAC interpreter) decide which CTA gets which range.
+//
+// Data written by other CTAs of the same launch is read with plain (coherent) loads,
+// never the read-only path: only kernel parameters are marked __restrict__.
+
+typedef unsigned long long u64;
+typedef long long i64;
+typedef unsigned int u32;
+
+#ifndef PURLIN_VEC
+#define PURLIN_VEC 16
+#endif
+#ifndef PURLIN_THREADS
+#define PURLIN_THREADS 512
+#endif
+#ifndef PURLIN_TMA
+#define PURLIN_TMA 0
+#endif
+
+enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2, DT_INT32 = 3 };
+enum { OP_ADD = 0, OP_MAX = 1, OP_MIN = 2, OP_MUL = 3 };
+
+// ---- vectors -----------------------------------------------------------------------
+struct __align__(4) V4 { u32 w[1]; };
+struct __align__(16) V16 { u32 w[4]; };
+struct __align__(32) V32 { u32 w[8]; };
+template <int V> struct VecT;
+template <> struct VecT<4> { typedef V4 T; };
+template <> struct VecT<16> { typedef V16 T; };
+template <> struct VecT<32> { typedef V32 T; };
+
+// V4: the fallback for Refs that are not 16-byte aligned.
+__device__ __forceinline__ void ldv(V4& r, const void* p) { r.w[0] = *(const volatile u32*)p; }
+__device__ __forceinline__ void stv(void* p, const V4& r) { *(u32*)p = r.w[0]; }
+__device__ __forceinline__ void ldv(V16& r, const void* p) {
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
+}
+__device__ __forceinline__ void stv(void* p, const V16& r) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};"
+               :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");
+}
+#if __CUDA_ARCH__ >= 1000
+// Blackwell: one 256-bit access per thread (ld/st .v8.b32, PTX 8.8).
+__device__ __forceinline__ void ldv(V32& r, const void* p) {
+  asm volatile("ld.global.v8.b32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]),
+                 "=r"(r.w[4]), "=r"(r.w[5]), "=r"(r.w[6]), "=r"(r.w[7]) : "l"(p));
+}
+__device__ __forceinline__ void stv(void* p, const V32& r) {
+  asm volatile("st.global.v8.b32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8};"
+               :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]),
+                  "r"(r.w[4]), "r"(r.w[5]), "r"(r.w[6]), "r"(r.w[7]) : "memory");
+}
+#else
+__device__ __forceinline__ void ldv(V32& r, const void* p) {
+  ldv(*reinterpret_cast<V16*>(&r.w[0]), p);
+  ldv(*reinterpret_cast<V16*>(&r.w[4]), (const char*)p + 16);
+}
+__device__ __forceinline__ void stv(void* p, const V32& r) {
+  stv(p, *reinterpret_cast<const V16*>(&r.w[0]));
+  stv((char*)p + 16, *reinterpret_cast<const V16*>(&r.w[4]));
+}
+#endif
+
+// ---- flags, time, ordering ----------------------------------------------------------
+__device__ __forceinline__ u64 ld_acquire_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_volatile_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 globaltimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// ---- packets (latency regime) --------------------------------------------------------
+// A packet is 16 bytes written by ONE 128-bit store: {data lo32, tag, data hi32, tag}.
+// It carries 8 payload bytes and an 8-byte flag (the call's tag, low 32 bits, twice), one
+// copy in each 8-byte half, so a reader accepts it only when both halves are current even
+// if a 16-byte store were ever split in two. Payload offset o lives at physical 2*o.
+__device__ __forceinline__ void st_packet(void* p, u32 lo, u32 hi, u32 tag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};"
+               :: "l"(p), "r"(lo), "r"(tag), "r"(hi), "r"(tag) : "memory");
+}
+__device__ __forceinline__ void ld_packet(const void* p, u32& lo, u32& t0, u32& hi, u32& t1) {
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(lo), "=r"(t0), "=r"(hi), "=r"(t1) : "l"(p) : "memory");
+}
+
+// Watchdog state shared by every spin of a CTA.
+struct Watch {
+  u64* abort_flag;   // global: set by the first CTA that times out; all spins give up
+  i64* err;          // global error record (see snac.cu)
+  u64 timeout_ns;
+  int rank, cta, pc;
+  u64 base;
+};
+
+// Records the first timeout of the launch: [claimed, rank, cta, pc, kind, where, want, seen, base].
+__device__ void watchdog_fire(const Watch& w, int kind, i64 where, u64 want, u64 seen) {
+  if (atomicCAS((unsigned long long*)w.err, 0ull, 1ull) == 0ull) {
+    w.err[1] = w.rank; w.err[2] = w.cta; w.err[3] = w.pc; w.err[4] = kind;
+    w.err[5] = where; w.err[6] = (i64)want; w.err[7] = (i64)seen; w.err[8] = (i64)w.base;
+    __threadfence_system();
+  }
+  atomicExch((unsigned long long*)w.abort_flag, 1ull);
+}
+
+// Spin until the packet at physical address p carries ``tag``; returns false on abort.
+__device__ __forceinline__ bool wait_packet(const char* p, u32 tag, u32& lo, u32& hi,
+                                            const Watch& w, i64 where) {
+  u32 t0, t1;
+  ld_packet(p, lo, t0, hi, t1);
+  if (t0 == tag && t1 == tag) return true;
+  u64 start = globaltimer();
+  for (u32 spins = 1;; ++spins) {
+    ld_packet(p, lo, t0, hi, t1);
+    if (t0 == tag && t1 == tag) return true;
+    if ((spins & 1023u) == 0u) {
+      if (ld_volatile_u64(w.abort_flag)) return false;
+      u64 now = globaltimer();
+      if (now - start > w.timeout_ns) {
+        watchdog_fire(w, 2, where, tag, t0 == tag ? t1 : t0);
+        return false;
+      }
+    }
+  }
+}
+
+// Load V payload bytes at payload offset ``off`` (V-aligned) of a packet window.
+template <int V>
+__device__ __forceinline__ bool ld_packets(typename VecT<V>::T& r, const char* window, i64 off,
+                                           u32 tag, const Watch& w) {
+  if (V == 4) {
+    u32 lo, hi;
+    bool ok = wait_packet(window + 2 * (off & ~7ll), tag, lo, hi, w, off & ~7ll);
+    r.w[0] = (off & 4) ? hi : lo;
+    return ok;
+  }
+  const char* p = window + 2 * off;
+  bool ok = true;
+#pragma unroll
+  for (int k = 0; k < V / 8; ++k)
+    ok &= wait_packet(p + 16 * k, tag, r.w[2 * k], r.w[2 * k + 1], w, off + 8 * k);
+  return ok;
+}
+
+// ---- element types -----------------------------------------------------------------
+__device__ __forceinline__ float h2f(u32 h) {
+  float f;
+  unsigned short s = (unsigned short)h;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+  return f;
+}
+__device__ __forceinline__ u32 pack_f16(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+template <int DT> struct DTr;   // EPW: elements per 32-bit word; A: accumulator
+template <> struct DTr<DT_FP32> {
+  typedef float A; enum { EPW = 1 };
+  static __device__ __forceinline__ void get(u32 w, A* a) { a[0] = __uint_as_float(w); }
+  static __device__ __forceinline__ u32 put(const A* a) { return __float_as_uint(a[0]); }
+};
+template <> struct DTr<DT_INT32> {
+  typedef int A; enum { EPW = 1 };
+  static __device__ __forceinline__ void get(u32 w, A* a) { a[0] = (int)w; }
+  static __device__ __forceinline__ u32 put(const A* a) { return (u32)a[0]; }
+};
+template <> struct DTr<DT_BF16> {
+  typedef float A; enum { EPW = 2 };
+  static __device__ __forceinline__ void get(u32 w, A* a) {
+    a[0] = __uint_as_float(w << 16); a[1] = __uint_as_float(w & 0xffff0000u);
+  }
+  static __device__ __forceinline__ u32 put(const A* a) { return pack_bf16(a[0], a[1]); }
+};
+template <> struct DTr<DT_FP16> {
+  typedef float A; enum { EPW = 2 };
+  static __device__ __forceinline__ void get(u32 w, A* a) { a[0] = h2f(w & 0xffffu); a[1] = h2f(w >> 16); }
+  static __device__ __forceinline__ u32 put(const A* a) { return pack_f16(a[0], a[1]); }
+};
+
+// Reduction ops; floats follow numpy (a NaN operand gives NaN), ints wrap.
+template <int OP> __device__ __forceinline__ float fop(float x, float y) {
+  if (OP == OP_ADD) return __fadd_rn(x, y);
+  if (OP == OP_MUL) return __fmul_rn(x, y);
+  if (x != x) return x;
+  if (y != y) return y;
+  return OP == OP_MAX ? fmaxf(x, y) : fminf(x, y);
+}
+template <int OP> __device__ __forceinline__ int fop(int x, int y) {
+  if (OP == OP_ADD) return (int)((u32)x + (u32)y);
+  if (OP == OP_MUL) return (int)((u32)x * (u32)y);
+  return OP == OP_MAX ? max(x, y) : min(x, y);
+}
+
+// ---- copy: one read, every dst written -----------------------------------------------
+// srcs/dsts point at shared memory arrays set up by the caller. ``tag`` != 0 means the
+// source is a packet window (payload addressing, spin until tagged).
+template <int V, bool PKT>
+__device__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
+                         const Watch& w) {
+  typedef typename VecT<V>::T Vec;
+  const int U = V == 32 ? 2 : 4;
+  const i64 nv = nbytes / V;
+  const i64 step = (i64)blockDim.x * U;
+  bool ok = true;
+  i64 i = threadIdx.x;
+  for (; i + (U - 1) * (i64)blockDim.x < nv; i += step) {
+    Vec v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      i64 j = i + u * (i64)blockDim.x;
+      if (PKT) ok &= ld_packets<V>(v[u], src, j * V, tag, w);
+      else ldv(v[u], src + j * V);
+    }
+    for (int d = 0; d < ndst; ++d) {
+      char* dst = dsts[d];
+#pragma unroll
+      for (int u = 0; u < U; ++u) stv(dst + (i + u * (i64)blockDim.x) * V, v[u]);
+    }
+  }
+  for (; i < nv; i += blockDim.x) {
+    Vec v;
+    if (PKT) ok &= ld_packets<V>(v, src, i * V, tag, w);
+    else ldv(v, src + i * V);
+    for (int d = 0; d < ndst; ++d) stv(dsts[d] + i * V, v);
+  }
+  // tail: bytes past the last whole vector, 4 at a time (sizes are multiples of 4 except
+  // for fp8, where the byte loop finishes)
+  const i64 done = nv * V;
+  for (i64 b = done + 4 * (i64)threadIdx.x; b + 4 <= nbytes; b += 4 * (i64)blockDim.x) {
+    u32 x;
+    if (PKT) {
+      u32 lo, hi;
+      ok &= wait_packet(src + 2 * (b & ~7ll), tag, lo, hi, w, b & ~7ll);
+      x = (b & 4) ? hi : lo;
+    } else {
+      x = *(const volatile u32*)(src + b);
+    }
+    for (int d = 0; d < ndst; ++d) *(u32*)(dsts[d] + b) = x;
+  }
+  const i64 done4 = nbytes & ~3ll;
+  if (!PKT && done4 < nbytes && (i64)threadIdx.x < nbytes - done4) {
+    i64 b = done4 + threadIdx.x;
+    char x = src[b];
+    for (int d = 0; d < ndst; ++d) dsts[d][b] = x;
+  }
+  return ok;
+}
+
+// ---- reduce: sources in the given order, fp32 (int32) accumulation, one rounding -------
+// tags[s] != 0 marks source s as a packet window.
+template <int V, int DT, int OP, bool PKT>
+__device__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc,
+                           char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
+  typedef typename VecT<V>::T Vec;
+  typedef DTr<DT> T;
+  typedef typename T::A A;
+  const int WORDS = V / 4;
+  const int E = WORDS * T::EPW;          // elements per vector
+  const int U = V == 16 ? 2 : 1;         // vectors per thread per step
+  const int B = 8;                       // sources loaded together
+  const i64 nv = nbytes / V;
+  bool ok = true;
+  for (i64 i = threadIdx.x; i < nv; i += (i64)blockDim.x * U) {
+    A acc[U][E];
+    for (int s0 = 0; s0 < nsrc; s0 += B) {
+      Vec v[B][U];
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        if (s0 + b < nsrc) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            i64 j = i + u * (i64)blockDim.x;
+            if (j < nv) {
+              if (PKT && tags[s0 + b]) ok &= ld_packets<V>(v[b][u], srcs[s0 + b], j * V, tags[s0 + b], w);
+              else ldv(v[b][u], srcs[s0 + b] + j * V);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        if (s0 + b < nsrc) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+#pragma unroll
+            for (int k = 0; k < WORDS; ++k) {
+              A x[T::EPW];
+              T::get(v[b][u].w[k], x);
+#pragma unroll
+              for (int e = 0; e < T::EPW; ++e)
+                acc[u][k * T::EPW + e] = (s0 + b == 0) ? x[e] : fop<OP>(acc[u][k * T::EPW + e], x[e]);
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      i64 j = i + u * (i64)blockDim.x;
+      if (j < nv) {
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) out.w[k] = T::put(&acc[u][k * T::EPW]);
+        for (int d = 0; d < ndst; ++d) stv(dsts[d] + j * V, out);
+      }
+    }
+  }
+  // tail: one 32-bit word (one or two elements) per thread
+  for (i64 b = nv * V + 4 * (i64)threadIdx.x; b + 4 <= nbytes; b += 4 * (i64)blockDim.x) {
+    A acc[T::EPW];
+    for (int s = 0; s < nsrc; ++s) {
+      u32 word;
+      if (PKT && tags[s]) {
+        u32 lo, hi;
+        ok &= wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], lo, hi, w, b & ~7ll);
+        word = (b & 4) ? hi : lo;
+      } else {
+        word = *(const volatile u32*)(srcs[s] + b);
+      }
+      A x[T::EPW];
+      T::get(word, x);
+      for (int e = 0; e < T::EPW; ++e) acc[e] = s == 0 ? x[e] : fop<OP>(acc[e], x[e]);
+    }
+    u32 r = T::put(acc);
+    for (int d = 0; d < ndst; ++d) *(u32*)(dsts[d] + b) = r;
+  }
+  if (DT == DT_FP16 || DT == DT_BF16) {   // a last lone 16-bit element
+    i64 b = nbytes & ~3ll;
+    if (b < nbytes && threadIdx.x == 0) {
+      A acc[2];
+      for (int s = 0; s < nsrc; ++s) {
+        u32 word;
+        if (PKT && tags[s]) {
+          u32 lo, hi;
+          ok &= wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], lo, hi, w, b & ~7ll);
+          word = ((b & 4) ? hi : lo) & 0xffffu;
+        } else {
+          word = *(const volatile unsigned short*)(srcs[s] + b);
+        }
+        A x[2];
+        T::get(word, x);
+        acc[0] = s == 0 ? x[0] : fop<OP>(acc[0], x[0]);
+      }
+      acc[1] = acc[0];
+      u32 r = T::put(acc);
+      for (int d = 0; d < ndst; ++d) *(unsigned short*)(dsts[d] + b) = (unsigned short)r;
+    }
+  }
+  return ok;
+}
+
+// ---- PutPackets: stage and notify in one store ----------------------------------------
+__device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbytes, u32 tag) {
+  char* p = window + 2 * off;
+  const i64 n16 = nbytes / 16;
+  for (i64 i = threadIdx.x; i < n16; i += blockDim.x) {
+    V16 v;
+    ldv(v, src + 16 * i);
+    st_packet(p + 32 * i, v.w[0], v.w[1], tag);
+    st_packet(p + 32 * i + 16, v.w[2], v.w[3], tag);
+  }
+  if ((nbytes & 15) && threadIdx.x == 0) {   // sizes are multiples of 8 (encode checks)
+    i64 b = n16 * 16;
+    const volatile u32* s = (const volatile u32*)(src + b);
+    st_packet(p + 2 * b, s[0], s[1], tag);
+  }
+}
+
+// Standalone WaitPackets (when the next instruction cannot fuse it): every thread spins on
+// its share of the window's packets.
+__device__ bool cta_wait_packets(const char* window, i64 off, i64 nbytes, u32 tag, const Watch& w) {
+  bool ok = true;
+  for (i64 b = 8 * (i64)threadIdx.x; b < nbytes; b += 8 * (i64)blockDim.x) {
+    u32 lo, hi;
+    ok &= wait_packet(window + 2 * (off + b), tag, lo, hi, w, off + b);
+  }
+  return ok;
+}
+
+// ---- bulk-copy engine (TMA, sm_90+) ----------------------------------------------------
+#if PURLIN_TMA
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               :: "r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT_%=;\n}\n" :: "r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(void* sdst, const void* gsrc, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(smem_addr(sdst)), "l"(gsrc), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void bulk_s2g(void* gdst, const void* ssrc, u32 bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+               :: "l"(gdst), "r"(smem_addr(ssrc)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// The pipeline state of one CTA's bulk copies: S stages of CH bytes in shared memory,
+// one mbarrier per stage, phase bits persisting across instructions.
+struct Tma {
+  char* smem;
+  u64* bars;
+  int stages;
+  u32 chunk;
+  u32 phases;   // bit s: parity to wait for next on stage s
+};
+
+__device__ void tma_init(Tma& t) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < t.stages; ++s) mbar_init(&t.bars[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  t.phases = 0;
+  __syncthreads();
+}
+
+// Thread 0 alone drives the copy engine: loads run up to S chunks ahead of the stores.
+// nbytes must be a multiple of 16 and the addresses 16-byte aligned (the caller checks).
+__device__ void cta_copy_tma(Tma& t, const char* src, char* const* dsts, int ndst, i64 nbytes) {
+  if (threadIdx.x != 0) return;
+  const i64 nch = (nbytes + t.chunk - 1) / t.chunk;
+  auto len = [&](i64 c) -> u32 { i64 r = nbytes - c * t.chunk; return (u32)(r < t.chunk ? r : t.chunk); };
+  for (i64 c = 0; c < nch && c < t.stages; ++c) {
+    mbar_expect_tx(&t.bars[c], len(c));
+    bulk_g2s(t.smem + c * t.chunk, src + c * t.chunk, len(c), &t.bars[c]);
+  }
+  for (i64 c = 0; c < nch; ++c) {
+    int s = (int)(c % t.stages);
+    mbar_wait(&t.bars[s], (t.phases >> s) & 1u);
+    t.phases ^= 1u << s;
+    for (int d = 0; d < ndst; ++d) bulk_s2g(dsts[d] + c * t.chunk, t.smem + s * t.chunk, len(c));
+    bulk_commit();
+    // the stores of chunk c-1 have read their stage: refill it with chunk c-1+S
+    i64 n = c - 1 + t.stages;
+    if (c >= 1 && n < nch) {
+      bulk_wait_read1();
+      int sp = (int)((c - 1) % t.stages);
+      mbar_expect_tx(&t.bars[sp], len(n));
+      bulk_g2s(t.smem + sp * t.chunk, src + n * t.chunk, len(n), &t.bars[sp]);
+    }
+  }
+  // the first S chunks' stages that were never refilled: nothing pending but stores
+  bulk_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+#endif
+
+// ---- cp.async pipeline (LDGSTS, sm_80+): global -> shared -> registers -> global -------
+// Each thread moves its own 16-byte slots, so no barrier between threads is needed.
+template <int S>
+__device__ void cta_copy_async(char* smem, const char* src, char* dst, i64 nbytes) {
+  const i64 n16 = nbytes / 16;
+  const i64 per = (i64)blockDim.x;
+  const i64 nstep = (n16 + per - 1) / per;
+  char* mine = smem + 16 * threadIdx.x;
+  const i64 stage_bytes = 16 * per;
+  for (i64 k = 0; k < S; ++k) {
+    i64 i = k * per + threadIdx.x;
+    if (k < nstep && i < n16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                   :: "r"((u32)__cvta_generic_to_shared(mine + k * stage_bytes)), "l"(src + 16 * i) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  for (i64 k = 0; k < nstep; ++k) {
+    asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
+    i64 i = k * per + threadIdx.x;
+    char* slot = mine + (k % S) * stage_bytes;
+    if (i < n16) {
+      V16 v;
+      asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                   : "r"((u32)__cvta_generic_to_shared(slot)) : "memory");
+      stv(dst + 16 * i, v);
+    }
+    i64 kn = k + S, in = kn * per + threadIdx.x;
+    if (kn < nstep && in < n16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                   :: "r"((u32)__cvta_generic_to_shared(slot)), "l"(src + 16 * in) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  for (i64 b = n16 * 16 + threadIdx.x; b < nbytes; b += blockDim.x) dst[b] = src[b];
+}

@@ -1,0 +1,287 @@
+"""Cost parameters of the simulator, one JSON file per GPU kind.
+
+Every number the engine charges comes from here, never from engine code, so that a
+refit from microbenchmarks is a new file, not an edit. A file lives at
+``topologies/calibration/<gpu_kind>.json``::
+
+    {
+      "schema_version": 1,
+      "gpu_kind": "h200",
+      "source": "what the file as a whole rests on",
+      "parameters": {
+        "launch_us":  {"value": 2.5, "provenance": "prior", "source": "FACTS.md ..."},
+        "sm.cta_local_gbps": {"value": 23.0, "provenance": "measured", "source": "..."},
+        ...
+      }
+    }
+
+Keys are the dotted names of :data:`PARAMETERS` (one per field of
+:class:`Calibration`, atoms as ``<atom>.<field>``); ``provenance`` is one of
+:data:`PROVENANCES`. Every key must be present, none may be unknown, values are
+finite and >= 0 (rates and efficiencies > 0). A bad file raises
+:class:`CalibrationError` naming the file and the field.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from purlin.errors import TopologyError
+
+SCHEMA_VERSION = 1
+ATOM_KINDS = ("sm", "tma", "ce", "switch")
+PROVENANCES = ("measured", "prior", "assumption")
+
+
+class CalibrationError(TopologyError):
+    """Raised when a calibration file is missing, malformed, or has a bad field; the
+    message names the file and the dotted field. (A TopologyError: calibration is
+    hardware data, like a topology file.)"""
+
+
+@dataclass(frozen=True, slots=True)
+class AtomCost:
+    """What one Atom kind costs. Rates are per issuing CTA (per copy engine for ``ce``).
+
+    Attributes
+    ----------
+    cta_local_gbps : float
+        Payload GB/s one CTA moves on a stream that stays on its own GPU.
+    cta_remote_gbps : float
+        Payload GB/s one CTA moves on a stream that crosses a link (an NVLink load,
+        or a load whose store goes to a peer).
+    op_start_us : float
+        Start-up cost of one Copy/Reduce/PutPackets before bytes move (pipeline fill,
+        address setup; for ``ce`` the DMA submission).
+    """
+
+    cta_local_gbps: float
+    cta_remote_gbps: float
+    op_start_us: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Every cost parameter of the simulator for one GPU kind (units in the names).
+
+    Attributes
+    ----------
+    gpu_kind, source : str
+        Which GPU, and what the file rests on overall.
+    launch_us : float
+        From the start of a call to the first instruction of every CTA (a kernel node
+        launched inside a CUDA graph).
+    signal_latency_us : float
+        One-way flag latency between two CTAs of one GPU: release-store to the
+        waiter seeing it. A flag to a peer adds the topology's path latency.
+    notify_issue_us : float
+        Time the notifying CTA spends on a release-store (fence), before it goes on.
+    hbm_efficiency : float
+        Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
+    link_efficiency : float
+        Fraction of a link's ``bandwidth_gbps`` (already "effective" in the topology
+        files) that the simulated protocol attains; 1.0 keeps the topology's number.
+    sm, tma, ce, switch : AtomCost
+        Per-Atom rates and start-up costs (see :class:`AtomCost`).
+    provenance : dict
+        Dotted key -> ``{"provenance": ..., "source": ...}``, for reports.
+    path : str
+        The file it came from (``"<code>"`` when built in code).
+    """
+
+    gpu_kind: str
+    source: str
+    launch_us: float
+    signal_latency_us: float
+    notify_issue_us: float
+    hbm_efficiency: float
+    link_efficiency: float
+    sm: AtomCost
+    tma: AtomCost
+    ce: AtomCost
+    switch: AtomCost
+    provenance: dict = field(default_factory=dict, compare=False, repr=False)
+    path: str = "<code>"
+
+    def atom(self, kind: str) -> AtomCost:
+        """The :class:`AtomCost` of Atom ``kind`` (sm, tma, ce, switch)."""
+        if kind not in ATOM_KINDS:
+            raise CalibrationError(f"{self.path}: no Atom kind {kind!r}; known: {', '.join(ATOM_KINDS)}")
+        return getattr(self, kind)
+
+    def with_values(self, **values: float) -> "Calibration":
+        """A copy with some dotted parameters replaced (``{"sm.cta_local_gbps": 50}``
+        is written ``**{"sm.cta_local_gbps": 50}``); for what-if studies and tests."""
+        flat = to_values(self)
+        for key, v in values.items():
+            if key not in flat:
+                raise CalibrationError(f"{self.path}: unknown parameter {key!r}")
+            flat[key] = v
+        return from_values(flat, gpu_kind=self.gpu_kind, source=self.source,
+                           provenance=self.provenance, where="<with_values>")
+
+
+_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "hbm_efficiency", "link_efficiency")
+_ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
+PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
+"""Every key a calibration file must give, in file order."""
+_POSITIVE = {"hbm_efficiency", "link_efficiency"} | {k for k in PARAMETERS if k.endswith("_gbps")}
+
+
+def to_values(cal: Calibration) -> dict[str, float]:
+    """Flat dotted key -> value of ``cal``."""
+    out = {k: getattr(cal, k) for k in _TOP}
+    for a in ATOM_KINDS:
+        for f in _ATOM_FIELDS:
+            out[f"{a}.{f}"] = getattr(getattr(cal, a), f)
+    return out
+
+
+def from_values(values: Mapping[str, float], gpu_kind: str, source: str = "<code>",
+                provenance: dict | None = None, where: str = "<code>") -> Calibration:
+    """Build and validate a Calibration from flat dotted values."""
+    _check_keys(where, set(values))
+    vals = {k: _check_value(where, k, values[k]) for k in PARAMETERS}
+    atoms = {a: AtomCost(**{f: vals[f"{a}.{f}"] for f in _ATOM_FIELDS}) for a in ATOM_KINDS}
+    return Calibration(gpu_kind=gpu_kind, source=source, provenance=dict(provenance or {}),
+                       path=where, **{k: vals[k] for k in _TOP}, **atoms)
+
+
+def parse_calibration(data: Any, where: str = "<dict>") -> Calibration:
+    """Dict (a parsed calibration file) in, checked :class:`Calibration` out.
+
+    Raises
+    ------
+    CalibrationError
+        Naming ``where`` and the field, for a wrong schema version, a missing or
+        unknown parameter, a parameter without ``value``/``provenance``/``source``,
+        or a value that is not a finite number in range.
+
+    Examples
+    --------
+    >>> d = to_dict(load_calibration("h200"))
+    >>> parse_calibration(d).sm.cta_remote_gbps > 0
+    True
+    """
+    if not isinstance(data, dict):
+        raise CalibrationError(f"{where}: top level must be an object, got {type(data).__name__}")
+    unknown = set(data) - {"schema_version", "gpu_kind", "source", "description", "parameters"}
+    if unknown:
+        raise CalibrationError(f"{where}: unknown top-level field(s) {sorted(unknown)}")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise CalibrationError(f"{where}: schema_version: expected {SCHEMA_VERSION}, "
+                               f"got {data.get('schema_version')!r}")
+    for key in ("gpu_kind", "source"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise CalibrationError(f"{where}: {key}: missing or not a non-empty string")
+    params = data.get("parameters")
+    if not isinstance(params, dict):
+        raise CalibrationError(f"{where}: parameters: missing or not an object")
+    _check_keys(where, set(params))
+    values, prov = {}, {}
+    for key in PARAMETERS:
+        entry = params[key]
+        if not isinstance(entry, dict):
+            raise CalibrationError(f"{where}: parameters.{key}: must be an object with "
+                                   "value, provenance, source")
+        extra = set(entry) - {"value", "provenance", "source", "note"}
+        if extra:
+            raise CalibrationError(f"{where}: parameters.{key}: unknown field(s) {sorted(extra)}")
+        if "value" not in entry:
+            raise CalibrationError(f"{where}: parameters.{key}.value: missing")
+        if entry.get("provenance") not in PROVENANCES:
+            raise CalibrationError(f"{where}: parameters.{key}.provenance: must be one of "
+                                   f"{list(PROVENANCES)}, got {entry.get('provenance')!r}")
+        if not isinstance(entry.get("source"), str) or not entry["source"]:
+            raise CalibrationError(f"{where}: parameters.{key}.source: missing or empty "
+                                   "(say where the number comes from)")
+        values[key] = entry["value"]
+        prov[key] = {"provenance": entry["provenance"], "source": entry["source"]}
+    return from_values(values, data["gpu_kind"], data["source"], prov, where)
+
+
+def to_dict(cal: Calibration) -> dict:
+    """The file form of ``cal`` (inverse of :func:`parse_calibration`)."""
+    params = {}
+    for key, v in to_values(cal).items():
+        p = cal.provenance.get(key, {"provenance": "assumption", "source": "set in code"})
+        params[key] = {"value": v, "provenance": p["provenance"], "source": p["source"]}
+    return {"schema_version": SCHEMA_VERSION, "gpu_kind": cal.gpu_kind, "source": cal.source,
+            "parameters": params}
+
+
+def calibration_dirs() -> list[Path]:
+    """Where calibration files are looked for: the installed package data, then the
+    source tree's ``topologies/calibration``."""
+    dirs = []
+    try:
+        from importlib.resources import files
+        dirs.append(Path(str(files("purlin.data.topologies"))) / "calibration")
+    except (ModuleNotFoundError, TypeError):
+        pass
+    dirs.append(Path(__file__).resolve().parents[2] / "topologies" / "calibration")
+    return dirs
+
+
+def available_calibrations() -> tuple[str, ...]:
+    """GPU kinds with a calibration file."""
+    kinds = {p.stem for d in calibration_dirs() if d.is_dir() for p in d.glob("*.json")}
+    return tuple(sorted(kinds))
+
+
+def load_calibration(name_or_path: str | Path) -> Calibration:
+    """Load the calibration of a GPU kind (``"h200"``) or from a JSON file path.
+
+    Raises
+    ------
+    CalibrationError
+        If no file exists for that kind (listing the kinds that do), or it is bad.
+
+    Examples
+    --------
+    >>> load_calibration("h200").gpu_kind
+    'h200'
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".json":
+        found = [d / f"{name_or_path}.json" for d in calibration_dirs()]
+        found = [p for p in found if p.is_file()]
+        if not found:
+            raise CalibrationError(f"no calibration file for GPU kind {str(name_or_path)!r}; "
+                                   f"known: {', '.join(available_calibrations())}")
+        path = found[0]
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: no such calibration file") from None
+    except json.JSONDecodeError as e:
+        raise CalibrationError(f"{path}: not valid JSON: line {e.lineno}: {e.msg}") from None
+    return parse_calibration(data, str(path))
+
+
+def _check_keys(where: str, keys: set) -> None:
+    missing = [k for k in PARAMETERS if k not in keys]
+    if missing:
+        raise CalibrationError(f"{where}: parameters.{missing[0]}: missing"
+                               + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    unknown = sorted(keys - set(PARAMETERS))
+    if unknown:
+        raise CalibrationError(f"{where}: parameters.{unknown[0]}: unknown parameter; "
+                               f"known: {', '.join(PARAMETERS)}")
+
+
+def _check_value(where: str, key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise CalibrationError(f"{where}: parameters.{key}.value: must be a finite number, got {v!r}")
+    if v < 0 or (key in _POSITIVE and v == 0):
+        bound = "> 0" if key in _POSITIVE else ">= 0"
+        raise CalibrationError(f"{where}: parameters.{key}.value: must be {bound}, got {v!r}")
+    return float(v)
+
+
+__all__ = ["ATOM_KINDS", "AtomCost", "Calibration", "CalibrationError", "PARAMETERS",
+           "PROVENANCES", "available_calibrations", "from_values", "load_calibration",
+           "parse_calibration", "to_dict", "to_values"]

@@ -1,0 +1,328 @@
+"""The discrete-event engine: one simpy process per (rank, cta) walking its program.
+
+Data instructions become flows in a :class:`~purlin.sim.fluid.FluidModel`; the engine
+owns the glue between simpy time and the fluid model:
+
+- starting or ending a flow marks the rates dirty and schedules one *settle* at the
+  current time, after every event already queued for that time, so a burst of flows
+  that start or end together (symmetric ranks do) costs one recompute;
+- a settle recomputes rates and schedules one timer at the next completion; a later
+  settle makes that timer stale (a generation number), so no event is ever cancelled.
+
+Signals are monotonic per (rank, signal): ``Notify`` costs the notifier the release
+fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path latency
+later; ``Wait`` costs nothing if the flag is already there. Packets land with their
+flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value.
+If the event queue runs dry while a CTA still waits, the schedule deadlocked.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+from purlin.errors import BackendUnavailable, Deadlock, ScheduleError
+from purlin.sim.calibration import Calibration, load_calibration
+from purlin.sim.fabric import Fabric, FlowSpec
+from purlin.sim.fluid import TIME_EPS_US, FluidModel
+from purlin.sim.result import SimResult
+from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets
+from purlin.topology import Topology, load_topology
+
+try:
+    import simpy
+    from simpy.core import NORMAL
+    from simpy.events import Event
+except ImportError:  # pragma: no cover - simpy is a declared dependency
+    simpy = None
+
+_FLOW_KINDS = (Copy, Reduce, PutPackets)
+
+
+def simulate(schedule: Schedule, topology: Topology | str | None = None,
+             calibration: Calibration | str | None = None, record: bool = True) -> SimResult:
+    """Run one call of ``schedule`` on ``topology`` and return what it costs.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        From :func:`purlin.snac.plan` or built by hand; executed unchanged.
+    topology : Topology or str, optional
+        A Topology or a shipped name; default: the topology the schedule names.
+    calibration : Calibration or str, optional
+        A Calibration, a GPU kind or a JSON path; default: ``topology.gpu_kind``.
+    record : bool
+        Keep the per-op timeline (turn off for large sweeps).
+
+    Returns
+    -------
+    SimResult
+        Time (max over ranks, launch included), algbw/busbw, timeline, utilisation.
+
+    Raises
+    ------
+    Deadlock
+        If every remaining CTA waits on something that never comes; names a stuck
+        (rank, cta, instruction) and its signal.
+    ScheduleError
+        If an instruction cannot run on this topology (e.g. Atom ``switch`` without an
+        in-switch-reduce switch), naming rank, cta and instruction.
+
+    Examples
+    --------
+    >>> from purlin.spec import library
+    >>> from purlin.snac import plan
+    >>> from purlin.topology import minimal
+    >>> s = plan(library.all_gather(2, 1 << 16), minimal(2))
+    >>> r = simulate(s, minimal(2), "synthetic")
+    >>> r.time_us > 0 and r.busbw_gbps <= 100.0
+    True
+    """
+    if simpy is None:
+        raise BackendUnavailable("the simulator needs simpy: pip install simpy")
+    topo = _topology(schedule, topology)
+    cal = _calibration(topo, calibration)
+    if topo.world != schedule.world:
+        raise ScheduleError(f"schedule has {schedule.world} ranks, topology {topo.name} has "
+                            f"{topo.world}")
+    wall = time.perf_counter()
+    run = _Run(schedule, topo, cal, record)
+    run.go()
+    return run.result(time.perf_counter() - wall)
+
+
+def _topology(schedule: Schedule, topology: Topology | str | None) -> Topology:
+    if isinstance(topology, Topology):
+        return topology
+    name = topology or schedule.topology
+    return load_topology(name, world=schedule.world if "loopback" in str(name) else None)
+
+
+def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calibration:
+    if isinstance(calibration, Calibration):
+        return calibration
+    return load_calibration(calibration or topo.gpu_kind)
+
+
+class _Run:
+    """State of one simulated call."""
+
+    def __init__(self, schedule: Schedule, topology: Topology, cal: Calibration,
+                 record: bool) -> None:
+        self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
+        self.env = simpy.Environment()
+        self.fabric = Fabric(topology, cal)
+        self.model = FluidModel(self.fabric.capacities_Bpus)
+        self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
+        self.waiters: dict[tuple[int, int], list] = defaultdict(list)
+        self.packets: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
+        self.packet_waiters: dict[int, list] = defaultdict(list)
+        self.meta: dict[int, tuple] = {}
+        self.records: list[tuple] = []
+        self.pc: dict[tuple[int, int], int] = {}
+        self.end_us = 0.0
+        self.last_store_us = 0.0
+        self.flows = 0
+        self._settle_pending = False
+        self._gen = 0
+
+    # ---- scheduling helpers ------------------------------------------------------------
+    def _at(self, delay_us: float, fn: Callable, *args: Any) -> None:
+        """Call ``fn(*args)`` ``delay_us`` from now (an event with a callback, no process)."""
+        ev = Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(lambda _e: fn(*args))
+        self.env.schedule(ev, NORMAL, delay_us)
+
+    def _done(self, ev: Event) -> None:
+        ev._ok, ev._value = True, None
+        self.env.schedule(ev, NORMAL, 0.0)
+
+    # ---- the fluid glue -----------------------------------------------------------------
+    def _begin_flow(self, spec: FlowSpec, nbytes: int, ev: Event, pkt: tuple | None) -> None:
+        if nbytes <= 0:
+            self._end_flow(spec, ev, pkt)
+            return
+        self.model.advance(self.env.now)
+        slot = self.model.add(spec.resources, spec.weights, spec.cap_Bpus, nbytes)
+        self.meta[slot] = (spec, ev, pkt)
+        self.flows += 1
+        self._dirty()
+
+    def _end_flow(self, spec: FlowSpec, ev: Event, pkt: tuple | None) -> None:
+        now = self.env.now
+        if pkt is not None:
+            self._at(spec.post_us, self._land_packets, *pkt)
+        elif now + spec.post_us > self.last_store_us:
+            self.last_store_us = now + spec.post_us
+        self._done(ev)
+
+    def _dirty(self) -> None:
+        if not self._settle_pending:
+            self._settle_pending = True
+            self._at(0.0, self._settle)
+
+    def _settle(self) -> None:
+        self._settle_pending = False
+        self.model.advance(self.env.now)
+        self.model.recompute()
+        t = self.model.next_finish_us()
+        if t != float("inf"):
+            self._gen += 1
+            self._at(max(t - self.env.now, 0.0), self._timer, self._gen)
+
+    def _timer(self, gen: int) -> None:
+        if gen != self._gen:
+            return  # a later settle replaced this timer
+        now = self.env.now
+        self.model.advance(now)
+        for slot in self.model.pop_finished(TIME_EPS_US + abs(now) * 1e-12):
+            self._end_flow(*self.meta.pop(slot))
+        self._dirty()
+
+    # ---- signals and packets -------------------------------------------------------------
+    def _land_signal(self, rank: int, signal: int, value: int) -> None:
+        flags = self.signals[rank]
+        if value <= flags[signal]:
+            return
+        flags[signal] = value
+        waiting = self.waiters.get((rank, signal))
+        if waiting:
+            keep = []
+            for want, ev in waiting:
+                if want <= value:
+                    self._done(ev)
+                else:
+                    keep.append((want, ev))
+            self.waiters[(rank, signal)] = keep
+
+    def _land_packets(self, rank: int, offset: int, nbytes: int, value: int) -> None:
+        _merge(self.packets[(rank, value)], offset, offset + nbytes)
+        waiting = self.packet_waiters.get(rank)
+        if waiting:
+            keep = []
+            for lo, hi, want, ev in waiting:
+                if want == value and _covers(self.packets[(rank, value)], lo, hi):
+                    self._done(ev)
+                else:
+                    keep.append((lo, hi, want, ev))
+            self.packet_waiters[rank] = keep
+
+    # ---- the CTA process ------------------------------------------------------------------
+    def _cta(self, prog: Program):
+        env, fabric, cal = self.env, self.fabric, self.cal
+        rank, cta = prog.rank, prog.cta
+        key = (rank, cta)
+        rec = self.records.append if self.record else None
+        self.pc[key] = 0
+        yield env.timeout(cal.launch_us)
+        for i, ins in enumerate(prog.instrs):
+            self.pc[key] = i
+            t0 = env.now
+            kind = type(ins)
+            nbytes = 0
+            if kind in _FLOW_KINDS:
+                spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
+                ev = Event(env)
+                pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
+                       if kind is PutPackets else None)
+                self._at(spec.pre_us, self._begin_flow, spec, ins.nbytes, ev, pkt)
+                yield ev
+                nbytes = ins.nbytes
+            elif kind is Notify:
+                if cal.notify_issue_us:
+                    yield env.timeout(cal.notify_issue_us)
+                self._at(fabric.signal_us(rank, ins.peer), self._land_signal,
+                         ins.peer, ins.signal, ins.value)
+            elif kind is Wait:
+                if self.signals[rank][ins.signal] < ins.value:
+                    ev = Event(env)
+                    self.waiters[(rank, ins.signal)].append((ins.value, ev))
+                    yield ev
+            elif kind is WaitPackets:
+                lo = ins.src.offset
+                if not _covers(self.packets[(ins.src.rank, ins.value)], lo, lo + ins.nbytes):
+                    ev = Event(env)
+                    self.packet_waiters[ins.src.rank].append((lo, lo + ins.nbytes, ins.value, ev))
+                    yield ev
+                nbytes = ins.nbytes
+            else:
+                raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "
+                                    f"handler for {kind.__name__}")
+            if rec is not None:
+                rec((rank, cta, i, kind.__name__, t0, env.now, nbytes))
+        self.pc[key] = -1
+        if env.now > self.end_us:
+            self.end_us = env.now
+
+    def go(self) -> None:
+        for prog in self.schedule.programs:
+            self.env.process(self._cta(prog))
+        self.env.run()
+        stuck = sorted(k for k, v in self.pc.items() if v >= 0)
+        if stuck:
+            raise Deadlock(self._explain(stuck))
+
+    def _explain(self, stuck: list[tuple[int, int]]) -> str:
+        progs = {(p.rank, p.cta): p for p in self.schedule.programs}
+        rank, cta = stuck[0]
+        i = self.pc[(rank, cta)]
+        ins = progs[(rank, cta)].instrs[i]
+        where = f"rank {rank}, cta {cta}, instr {i}"
+        tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.env.now:.3f} us)"
+        if isinstance(ins, Wait):
+            have = self.signals[rank][ins.signal]
+            writers = [f"rank {p.rank} cta {p.cta} instr {j}"
+                       + (" (stuck)" if self.pc.get((p.rank, p.cta), -1) >= 0 else "")
+                       for p in self.schedule.programs for j, x in enumerate(p.instrs)
+                       if isinstance(x, Notify) and x.peer == rank and x.signal == ins.signal]
+            who = (f"; notified by {', '.join(writers[:3])}" if writers
+                   else "; no CTA notifies it")
+            return (f"{where}: Wait on signal {ins.signal} for value {ins.value} never "
+                    f"satisfied (signal reached {have}){who}{tail}")
+        if isinstance(ins, WaitPackets):
+            return (f"{where}: WaitPackets on packets[{ins.src.rank}]+{ins.src.offset} "
+                    f"({ins.nbytes} B, value {ins.value}) never arrived{tail}")
+        return f"{where}: {type(ins).__name__} never finished{tail}"
+
+    def result(self, wall_s: float) -> SimResult:
+        total = max(self.end_us, self.last_store_us, self.cal.launch_us)
+        try:
+            events = next(self.env._eid)  # simpy's count of scheduled events
+        except (AttributeError, TypeError):  # pragma: no cover
+            events = -1
+        util = {}
+        T = total * 1e-6  # seconds
+        for i, name in enumerate(self.fabric.names):
+            b = float(self.model.bytes_on[i])
+            cap_gbps = float(self.fabric.capacities_Bpus[i]) / 1e3
+            util[name] = {"bytes": b, "capacity_gbps": cap_gbps,
+                          "busy_fraction": b / (cap_gbps * 1e9 * T) if T > 0 else 0.0}
+        stats = {"wall_s": wall_s, "events": events, "flows": self.flows,
+                 "recomputes": self.model.recomputes,
+                 "instructions": sum(len(p.instrs) for p in self.schedule.programs),
+                 "events_per_s": events / wall_s if wall_s > 0 else 0.0}
+        return SimResult(schedule=self.schedule, topology=self.topology.name,
+                         gpu_kind=self.cal.gpu_kind, calibration=self.cal.path,
+                         time_us=total, records=self.records, utilisation=util, stats=stats)
+
+
+def _merge(intervals: list[list[int]], lo: int, hi: int) -> None:
+    """Insert [lo, hi) into a sorted list of disjoint intervals, merging neighbours."""
+    i = bisect.bisect_left(intervals, [lo, lo])
+    if i > 0 and intervals[i - 1][1] >= lo:
+        i -= 1
+    j = i
+    while j < len(intervals) and intervals[j][0] <= hi:
+        lo, hi = min(lo, intervals[j][0]), max(hi, intervals[j][1])
+        j += 1
+    intervals[i:j] = [[lo, hi]]
+
+
+def _covers(intervals: list[list[int]], lo: int, hi: int) -> bool:
+    """True if [lo, hi) lies inside one interval of the sorted disjoint list."""
+    if hi <= lo:
+        return True
+    i = bisect.bisect_right(intervals, [lo, float("inf")]) - 1
+    return i >= 0 and intervals[i][0] <= lo and intervals[i][1] >= hi

@@ -1,0 +1,222 @@
+"""What an instruction crosses: capacity resources, weights, CTA cap and latencies.
+
+This is the simulator's adapter over :mod:`purlin.topology` (it only calls its public
+functions) joined with a :class:`~purlin.sim.calibration.Calibration`. Every number
+it produces comes from one of those two; none is written here.
+
+Resources are the topology's directed links (``"gpu0->nvswitch"``), one HBM per GPU
+(``"gpu0.hbm"``, reads and writes share it), and nothing else: the issuing CTA's rate
+is a private cap on each flow, not a shared resource (a CTA runs one instruction at a
+time). How an instruction maps on them, for an issuing CTA on rank ``c``:
+
+- Copy/Reduce with Atom ``sm``/``tma``: each source is read from its GPU's HBM and,
+  when remote, crosses ``route(src, c)`` (an NVLink load); each destination crosses
+  ``route(c, dst)`` when remote (an NVLink store) and is written to its HBM.
+- Atom ``ce``: the copy engine moves bytes straight from source to destination
+  (``route(src, dst)``); no SM is involved, its own rate is the cap.
+- Atom ``switch`` (NVLS): every source crosses its GPU's uplink to the in-switch-reduce
+  switch once, the switch reduces (or, for a Copy, multicasts) and the result goes down
+  once to each destination.
+- PutPackets: as an ``sm`` push, but the wire and the packet window carry 16 bytes per
+  8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
+
+CTA cap: a CTA moves one stream per source; a stream runs at the Atom's
+``cta_local_gbps`` if it stays on the CTA's GPU and ``cta_remote_gbps`` if it or the
+store it feeds crosses a link; each extra destination (a broadcast store) is one more
+stream. The streams of one instruction run one after the other in the CTA's loop, so
+the cap is ``1 / sum(1 / stream rate)``: a Reduce of k remote sources runs at
+``cta_remote_gbps / k`` in output bytes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from purlin.errors import ScheduleError
+from purlin.sim.calibration import AtomCost, Calibration
+from purlin.snac.ir import Copy, PutPackets, Reduce
+from purlin.topology import Switch, Topology, hbm_resource, path_latency_us, route
+
+PACKET_WIRE_FACTOR = 2.0
+"""Wire bytes per payload byte of a packet: 8 data + 8 flag bytes per 16-byte packet
+(the IR's packet format)."""
+GBPS_TO_BPUS = 1e3
+"""1 GB/s = 1e9 B/s = 1e3 B/us (a unit conversion)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSpec:
+    """How one data instruction loads the fabric.
+
+    Attributes
+    ----------
+    resources, weights : tuple
+        Resource indices crossed and capacity bytes per payload byte on each.
+    cap_Bpus : float
+        The issuing CTA's (or copy engine's) own rate bound, bytes per microsecond.
+    pre_us : float
+        Before bytes flow: the Atom's start-up cost plus a load round trip when a
+        source is remote.
+    post_us : float
+        After the last byte leaves: until the stores land at the farthest destination
+        (for packets: until the waiter sees them).
+    """
+
+    resources: tuple[int, ...]
+    weights: tuple[float, ...]
+    cap_Bpus: float
+    pre_us: float
+    post_us: float
+
+
+class Fabric:
+    """Resource indices and per-instruction flow specs for one (topology, calibration).
+
+    Attributes
+    ----------
+    names : list of str
+        Resource id per index (links first, then HBMs).
+    capacities_Bpus : numpy.ndarray
+        Capacity per index in bytes per microsecond, efficiencies applied.
+    """
+
+    def __init__(self, topology: Topology, calibration: Calibration) -> None:
+        self.topology = topology
+        self.cal = calibration
+        names, caps = [], []
+        for link in topology.links:
+            names.append(link.id)
+            caps.append(link.bandwidth_gbps * calibration.link_efficiency * GBPS_TO_BPUS)
+        for gpu in topology.gpus:
+            names.append(f"{gpu.name}.hbm")
+            caps.append(gpu.hbm_bandwidth_gbps * calibration.hbm_efficiency * GBPS_TO_BPUS)
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+        self.capacities_Bpus = np.asarray(caps, dtype=float)
+        self._gpu = [topology.gpu_of(r).name for r in range(topology.world)]
+        self._route: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._lat: dict[tuple[int, int], float] = {}
+        self._hbm = [self.index[hbm_resource(topology, r)] for r in range(topology.world)]
+        self._flows: dict[tuple, FlowSpec] = {}
+        self._nvls: dict[str, str] = {}
+
+    # ---- topology lookups (cached) ----------------------------------------------------
+    def same_gpu(self, p: int, q: int) -> bool:
+        return self._gpu[p] == self._gpu[q]
+
+    def route(self, p: int, q: int) -> tuple[int, ...]:
+        """Resource indices of the links from rank p to rank q."""
+        key = (p, q)
+        if key not in self._route:
+            self._route[key] = tuple(self.index[h] for h in route(self.topology, p, q))
+        return self._route[key]
+
+    def latency_us(self, p: int, q: int) -> float:
+        """One-way path latency from rank p to rank q (links + switches)."""
+        key = (p, q)
+        if key not in self._lat:
+            self._lat[key] = 0.0 if self.same_gpu(p, q) else path_latency_us(self.topology, p, q)
+        return self._lat[key]
+
+    def signal_us(self, p: int, q: int) -> float:
+        """From a release-store on rank p to a waiter on rank q seeing it."""
+        return self.cal.signal_latency_us + self.latency_us(p, q)
+
+    def nvls_switch(self, rank: int, where: str) -> str:
+        """The in-switch-reduce switch that ``rank``'s GPU is linked to."""
+        gpu = self._gpu[rank]
+        if gpu not in self._nvls:
+            g = self.topology.graph
+            cands = sorted(n for n in g.successors(gpu)
+                           if isinstance(g.nodes[n]["part"], Switch))
+            nvls = [n for n in cands if g.nodes[n]["part"].in_switch_reduce]
+            if not nvls:
+                have = ", ".join(cands) or "none"
+                raise ScheduleError(
+                    f"{where}: Atom 'switch' needs an in-switch-reduce switch, but {gpu} of "
+                    f"topology {self.topology.name} is linked to switch(es) {have} without "
+                    "in_switch_reduce")
+            self._nvls[gpu] = nvls[0]
+        return self._nvls[gpu]
+
+    def _up(self, rank: int, sw: str) -> int:
+        return self.index[f"{self._gpu[rank]}->{sw}"]
+
+    def _down(self, sw: str, rank: int) -> int:
+        return self.index[f"{sw}->{self._gpu[rank]}"]
+
+    # ---- flows ------------------------------------------------------------------------
+    def flow(self, ins: Copy | Reduce | PutPackets, rank: int, where: str) -> FlowSpec:
+        """The :class:`FlowSpec` of a data instruction issued on ``rank`` (cached)."""
+        if isinstance(ins, PutPackets):
+            key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,))
+        else:
+            srcs = (ins.src,) if isinstance(ins, Copy) else ins.srcs
+            key = (type(ins).__name__[0], ins.atom, rank, tuple(s.rank for s in srcs),
+                   tuple(d.rank for d in ins.dsts))
+        spec = self._flows.get(key)
+        if spec is None:
+            spec = self._build(key, where)
+            self._flows[key] = spec
+        return spec
+
+    def _build(self, key: tuple, where: str) -> FlowSpec:
+        kind, atom, c, srcs, dsts = key
+        if atom not in ("sm", "tma", "ce", "switch"):
+            raise ScheduleError(f"{where}: unknown Atom {atom!r}; known: sm, tma, ce, switch")
+        if not dsts:
+            raise ScheduleError(f"{where}: instruction has no destination")
+        cost: AtomCost = self.cal.atom(atom)
+        load: dict[int, float] = defaultdict(float)
+        wire = PACKET_WIRE_FACTOR if kind == "P" else 1.0
+        remote_dst = [not self.same_gpu(c, d) for d in dsts]
+        any_remote_store = any(remote_dst)
+        if atom == "ce":
+            for s in srcs:
+                load[self._hbm[s]] += 1.0
+                for d in dsts:
+                    for r in self.route(s, d):
+                        load[r] += 1.0
+            any_remote = any(not self.same_gpu(s, d) for s in srcs for d in dsts)
+            pre = cost.op_start_us + max((self.latency_us(s, d) for s in srcs for d in dsts),
+                                         default=0.0)
+            post = 0.0
+            stream_rates = [cost.cta_remote_gbps if any_remote else cost.cta_local_gbps]
+        elif atom == "switch":
+            sw = self.nvls_switch(c, where)
+            for s in srcs:
+                load[self._hbm[s]] += 1.0
+                load[self._up(s, self.nvls_switch(s, where) if s != c else sw)] += 1.0
+            pre = cost.op_start_us + max((self.latency_us(c, s) + self.latency_us(s, c)
+                                          for s in srcs), default=0.0)
+            post = max((self.latency_us(c, d) for d in dsts), default=0.0)
+            stream_rates = [cost.cta_remote_gbps]
+        else:
+            for s in srcs:
+                load[self._hbm[s]] += 1.0
+                for r in self.route(s, c):
+                    load[r] += 1.0
+            pre = cost.op_start_us + max((self.latency_us(c, s) + self.latency_us(s, c)
+                                          for s in srcs if not self.same_gpu(s, c)),
+                                         default=0.0)
+            post = max((self.latency_us(c, d) for d in dsts), default=0.0)
+            stream_rates = [cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
+                            else cost.cta_local_gbps for s in srcs]
+        # stores: the write side of every destination
+        for d, far in zip(dsts, remote_dst):
+            if atom == "switch":
+                load[self._down(self.nvls_switch(c, where), d)] += 1.0
+            elif atom != "ce":
+                for r in self.route(c, d):
+                    load[r] += wire
+            load[self._hbm[d]] += wire
+        if atom != "ce":
+            stream_rates += [cost.cta_remote_gbps if far else cost.cta_local_gbps
+                             for far in remote_dst[1:]]
+        per_byte_us = sum(wire / (g * GBPS_TO_BPUS) for g in stream_rates)
+        if kind == "P":
+            post += self.cal.signal_latency_us
+        res = tuple(load)
+        return FlowSpec(res, tuple(load[r] for r in res), 1.0 / per_byte_us, pre, post)

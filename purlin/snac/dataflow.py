@@ -1,0 +1,333 @@
+"""Dataflow builders: what moves where, on which (rank, cta), in one logical order.
+
+One builder per regime. Each reads the spec only through its namings (copy moves and
+reduce groups), so a new collective needs no planner code. Sync is added afterwards by
+:mod:`purlin.snac.sync`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from purlin.errors import PlanError
+from purlin.snac.ir import Ref
+from purlin.snac.sync import Op
+from purlin.spec.collective import Collective
+from purlin.spec.layout import Placed
+
+
+@dataclass(frozen=True)
+class Group:
+    """One block name: where it comes from and where it must end up."""
+
+    name: str
+    nbytes: int
+    sources: tuple[Placed, ...]   # in rank order
+    holders: tuple[Placed, ...]   # output placements, in rank order
+
+
+def groups(c: Collective) -> list[Group]:
+    """Every block name that some output needs, in the order of the first holder."""
+    sources = c.sources()
+    holders: dict[str, list[Placed]] = {}
+    for q in range(c.world):
+        for p in c.output.placed(q):
+            if p.nbytes:
+                holders.setdefault(p.name, []).append(p)
+    return [Group(name, hs[0].nbytes, sources[name], tuple(hs)) for name, hs in holders.items()]
+
+
+def split(nbytes: int, parts: int, align: int) -> list[tuple[int, int]]:
+    """Cut [0, nbytes) into at most ``parts`` aligned pieces of near-equal size."""
+    units = nbytes // align
+    tail = nbytes - units * align
+    out, pos = [], 0
+    for k in range(parts):
+        take = units // parts + (1 if k < units % parts else 0)
+        size = take * align + (tail if k == parts - 1 else 0)
+        if size:
+            out.append((pos, size))
+        pos += size
+    return out
+
+
+def chunks(offset: int, nbytes: int, chunk: int) -> Iterator[tuple[int, int]]:
+    for pos in range(0, nbytes, chunk):
+        yield offset + pos, min(chunk, nbytes - pos)
+
+
+class Slots:
+    """A staging region cut into chunk-sized slots, used round-robin. Reuse is safe
+    because sync inserts drain waits for the readers of the slot's previous content."""
+
+    def __init__(self, rank: int, base: int, nbytes: int, chunk: int, buffer: str = "staging"):
+        self.rank, self.base, self.chunk, self.buffer = rank, base, chunk, buffer
+        self.count = nbytes // chunk
+        if self.count < 1:
+            raise PlanError(f"rank {rank}: staging region of {nbytes} B holds no {chunk} B slot")
+        self.next = 0
+
+    def take(self) -> Ref:
+        ref = Ref(self.rank, self.buffer, self.base + (self.next % self.count) * self.chunk)
+        self.next += 1
+        return ref
+
+
+class Packets:
+    """The packet window of each rank, carved sequentially (each byte written once)."""
+
+    def __init__(self, world: int):
+        self.used = [0] * world
+
+    def take(self, rank: int, nbytes: int) -> Ref:
+        ref = Ref(rank, "packets", self.used[rank])
+        self.used[rank] += nbytes
+        return ref
+
+
+class Ctas:
+    """Round-robin CTA choice per rank and pool. ``put`` takes the first ``put`` CTAs; every
+    other pool (consume, reduce, tail, relay) cycles over the consumer CTAs with its own
+    counter, so each role spreads evenly. Roles then fold into the CTA budget."""
+
+    def __init__(self, world: int, put: int, consumer: int, budget: int):
+        self.put, self.consumer, self.budget = put, consumer, budget
+        self.turn: dict[tuple[int, str], int] = {}
+
+    def pick(self, rank: int, pool: str) -> int:
+        k = self.turn.get((rank, pool), 0)
+        self.turn[(rank, pool)] = k + 1
+        cta = k % self.put if pool == "put" else self.put + k % self.consumer
+        return cta % self.budget
+
+
+@dataclass
+class Built:
+    ops: list[Op]
+    staging_nbytes: int
+    packets_nbytes: int
+
+
+def _pieces(g: Group, algorithm: str, align: int) -> list[tuple[Placed, int, int]]:
+    """(owner placement, offset, nbytes) within the block: two-shot splits the block
+    among its holders (the reduce-scatter head); one-shot gives each holder all of it."""
+    if algorithm == "two_shot" and len(g.holders) > 1:
+        return [(g.holders[k], off, n)
+                for k, (off, n) in enumerate(split(g.nbytes, len(g.holders), align))]
+    return [(h, 0, g.nbytes) for h in g.holders]
+
+
+def _rounds(streams: list[list]) -> Iterator:
+    """Interleave per-stream work round by round, so every rank pipelines its chunks."""
+    for k in range(max((len(s) for s in streams), default=0)):
+        for s in streams:
+            if k < len(s):
+                yield s[k]
+
+
+# ---- builders ------------------------------------------------------------------------
+
+def _out(h: Placed, off: int) -> Ref:
+    return Ref(h.rank, "output", h.offset + off)
+
+
+def _in(s: Placed, off: int) -> Ref:
+    return Ref(s.rank, "input", s.offset + off)
+
+
+def _copy_items(gs: list[Group], chunk: int) -> Iterator[tuple[Group, int, int]]:
+    """Copy work, chunked, interleaved across source ranks."""
+    by_src: dict[int, list] = {}
+    for g in gs:
+        for off, n in chunks(0, g.nbytes, chunk):
+            by_src.setdefault(g.sources[0].rank, []).append((g, off, n))
+    return _rounds([by_src[r] for r in sorted(by_src)])
+
+
+def _reduce_items(gs: list[Group], chunk: int, algorithm: str, align: int):
+    """Reduce work (group, owner, offset, nbytes), chunked, interleaved across owners."""
+    streams = []
+    for g in gs:
+        for owner, off, n in _pieces(g, algorithm, align):
+            streams.append([(g, owner, o, m) for o, m in chunks(off, n, chunk)])
+    return _rounds(streams)
+
+
+class _Stager:
+    """Stage a source chunk once into a slot and remember where, until the slot is reused."""
+
+    def __init__(self, slots: list[Slots], ctas: Ctas, ops: list[Op]):
+        self.slots, self.ctas, self.ops = slots, ctas, ops
+        self.where: dict[tuple, Ref] = {}
+        self.holder: dict[Ref, tuple] = {}
+
+    def stage(self, src: Ref, n: int, also: tuple[Ref, ...] = (), role: str = "put") -> Ref:
+        key = (src, n)
+        if key in self.where and not also:
+            return self.where[key]
+        slot = self.slots[src.rank].take()
+        old = self.holder.pop(slot, None)
+        if old is not None:
+            self.where.pop(old, None)
+        self.where[key], self.holder[slot] = slot, key
+        self.ops.append(Op(src.rank, self.ctas.pick(src.rank, "put"), role, "copy", (src,),
+                           (slot,) + also, n))
+        return slot
+
+
+def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: Ctas,
+               algorithm: str, align: int) -> tuple[list[Op], int]:
+    """Stage locally, notify, consumers pull (the reduce-scatter head writes reduced
+    shards to staging, where the all-gather tail pulls them: the seam)."""
+    ops: list[Op] = []
+    world = c.world
+    two = c.is_reduce and algorithm == "two_shot" and any(len(g.holders) > 1 for g in gs)
+    region = staging // 2 if two else staging
+    stager = _Stager([Slots(r, 0, region, chunk) for r in range(world)], ctas, ops)
+    reduced = [Slots(r, region, region, chunk) for r in range(world)] if two else []
+    if not c.is_reduce:
+        for g, off, n in _copy_items(gs, chunk):
+            src = g.sources[0]
+            local = tuple(_out(h, off) for h in g.holders if h.rank == src.rank)
+            remote = [h for h in g.holders if h.rank != src.rank]
+            if not remote:
+                ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
+                              (_in(src, off),), local, n))
+                continue
+            slot = stager.stage(_in(src, off), n, also=local)
+            for h in remote:
+                ops.append(Op(h.rank, ctas.pick(h.rank, "consumer"), "consume", "copy", (slot,),
+                              (_out(h, off),), n))
+        return ops, staging
+    for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
+        srcs = tuple(_in(s, off) if s.rank == owner.rank else stager.stage(_in(s, off), n)
+                     for s in g.sources)
+        others = [h for h in g.holders if h.rank != owner.rank] if two and len(g.holders) > 1 else []
+        dsts = (_out(owner, off),) + ((reduced[owner.rank].take(),) if others else ())
+        cta = ctas.pick(owner.rank, "consumer")
+        ops.append(Op(owner.rank, cta, "reduce", "reduce", srcs, dsts, n))
+        for h in others:
+            ops.append(Op(h.rank, ctas.pick(h.rank, "tail"), "tail", "copy", (dsts[1],),
+                          (_out(h, off),), n))
+    return ops, staging
+
+
+def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
+           align: int) -> list[Op]:
+    """Zero-copy over registered buffers: one read of each input byte, stores to every
+    holder (reductions: reduce once, broadcast-store the result)."""
+    ops: list[Op] = []
+    if not c.is_reduce:
+        for g, off, n in _copy_items(gs, chunk):
+            src = g.sources[0]
+            ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "push", "copy", (_in(src, off),),
+                          tuple(_out(h, off) for h in g.holders), n))
+        return ops
+    for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
+        holders = g.holders if algorithm == "two_shot" else (owner,)
+        ops.append(Op(owner.rank, ctas.pick(owner.rank, "consumer"), "reduce", "reduce",
+                      tuple(_in(s, off) for s in g.sources),
+                      tuple(_out(h, off) for h in holders), n))
+    return ops
+
+
+def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
+            align: int) -> tuple[list[Op], int]:
+    """Push packets that carry their own flag; consumers unpack (or reduce) locally."""
+    ops: list[Op] = []
+    win = Packets(c.world)
+
+    def push(src: Ref, dst_rank: int, n: int, cta: int | None = None) -> Ref:
+        w = win.take(dst_rank, n)
+        ops.append(Op(src.rank, ctas.pick(src.rank, "put") if cta is None else cta, "push",
+                      "put", (src,), (w,), n))
+        return w
+
+    if not c.is_reduce:
+        for g, off, n in _copy_items(gs, chunk):
+            src = g.sources[0]
+            for h in g.holders:
+                if h.rank == src.rank:
+                    ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
+                                  (_in(src, off),), (_out(h, off),), n))
+                else:
+                    w = push(_in(src, off), h.rank, n)
+                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer"), "consume", "copy", (w,),
+                                  (_out(h, off),), n))
+        return ops, max(win.used)
+    for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
+        srcs = tuple(_in(s, off) if s.rank == owner.rank else push(_in(s, off), owner.rank, n)
+                     for s in g.sources)
+        cta = ctas.pick(owner.rank, "consumer")
+        ops.append(Op(owner.rank, cta, "reduce", "reduce", srcs, (_out(owner, off),), n))
+        if algorithm == "two_shot":
+            for h in g.holders:
+                if h.rank != owner.rank:
+                    w = push(_out(owner, off), h.rank, n, cta=cta)
+                    ops.append(Op(h.rank, ctas.pick(h.rank, "tail"), "tail", "copy", (w,),
+                                  (_out(h, off),), n))
+    return ops, max(win.used)
+
+
+def ring(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: Ctas,
+         order: tuple[int, ...], align: int) -> tuple[list[Op], int]:
+    """Hop by hop along a cycle of direct neighbours: each hop pulls the previous rank's
+    staged chunk, relaying (copy) or adding its own contribution (reduce)."""
+    ops: list[Op] = []
+    world = c.world
+    nxt = {order[k]: order[(k + 1) % world] for k in range(world)}
+    region = staging // 2 if c.is_reduce else staging
+    slots = [Slots(r, 0, region, chunk) for r in range(world)]
+    reduced = [Slots(r, region, region, chunk) for r in range(world)] if c.is_reduce else []
+
+    def spread(start: int, slot: Ref, targets: dict[int, Placed], off: int, n: int) -> None:
+        remaining, x, prev = set(targets) - {start}, start, slot
+        while remaining:
+            x = nxt[x]
+            remaining.discard(x)
+            dsts = ((slots[x].take(),) if remaining else ()) + \
+                   ((_out(targets[x], off),) if x in targets else ())
+            ops.append(Op(x, ctas.pick(x, "relay"), "relay", "copy", (prev,), dsts, n))
+            prev = dsts[0]
+
+    if not c.is_reduce:
+        for g, off, n in _copy_items(gs, chunk):
+            src = g.sources[0]
+            targets = {h.rank: h for h in g.holders}
+            local = (_out(targets[src.rank], off),) if src.rank in targets else ()
+            if set(targets) == {src.rank}:
+                ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
+                              (_in(src, off),), local, n))
+                continue
+            slot = slots[src.rank].take()
+            ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "put", "copy", (_in(src, off),),
+                          (slot,) + local, n))
+            spread(src.rank, slot, targets, off, n)
+        return ops, staging
+    for g, owner, off, n in _reduce_items(gs, chunk, "two_shot", align):
+        contrib = {s.rank: s for s in g.sources}
+        targets = {h.rank: h for h in g.holders}
+        chain, x = [], owner.rank
+        for _ in range(world):
+            x = nxt[x]
+            chain.append(x)          # ends at the owner
+        partial = None
+        for x in chain:
+            last = x == owner.rank
+            own = _in(contrib[x], off) if x in contrib else None
+            if partial is None and own is None:
+                continue
+            if last:
+                dsts = (_out(owner, off),) + ((reduced[x].take(),) if len(targets) > 1 else ())
+            else:
+                dsts = (slots[x].take(),)
+            if partial is None:
+                ops.append(Op(x, ctas.pick(x, "put"), "put", "copy", (own,), dsts, n))
+            elif own is None:
+                ops.append(Op(x, ctas.pick(x, "consumer"), "relay", "copy", (partial,), dsts, n))
+            else:
+                ops.append(Op(x, ctas.pick(x, "consumer"), "reduce", "reduce", (partial, own), dsts, n))
+            partial = dsts[-1]
+        if len(targets) > 1:
+            spread(owner.rank, partial, targets, off, n)
+    return ops, staging

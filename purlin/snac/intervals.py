@@ -1,0 +1,75 @@
+"""A map from disjoint byte intervals to values: shadow memory for planning and checking."""
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any, Iterator
+
+
+class IntervalMap:
+    """Disjoint half-open intervals [start, end) each holding a value; unset bytes hold none.
+
+    Examples
+    --------
+    >>> m = IntervalMap()
+    >>> m.assign(0, 10, "a"); m.assign(4, 6, "b")
+    >>> list(m.query(0, 10))
+    [(0, 4, 'a'), (4, 6, 'b'), (6, 10, 'a')]
+    """
+
+    __slots__ = ("_starts", "_ends", "_vals")
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._vals: list[Any] = []
+
+    def _first(self, start: int) -> int:
+        i = bisect_right(self._starts, start) - 1
+        if i >= 0 and self._ends[i] > start:
+            return i
+        return i + 1
+
+    def query(self, start: int, end: int) -> Iterator[tuple[int, int, Any]]:
+        """The stored pieces overlapping [start, end), clipped to it, in order."""
+        i = self._first(start)
+        while i < len(self._starts) and self._starts[i] < end:
+            yield max(start, self._starts[i]), min(end, self._ends[i]), self._vals[i]
+            i += 1
+
+    def assign(self, start: int, end: int, value: Any) -> None:
+        """Set [start, end) to ``value``, splitting what it overlaps."""
+        if end <= start:
+            return
+        i = self._first(start)
+        j = i
+        new_s, new_e, new_v = [], [], []
+        while j < len(self._starts) and self._starts[j] < end:
+            if self._starts[j] < start:
+                new_s.append(self._starts[j]); new_e.append(start); new_v.append(self._vals[j])
+            if self._ends[j] > end:
+                tail = (end, self._ends[j], self._vals[j])
+            else:
+                tail = None
+            j += 1
+        new_s.append(start); new_e.append(end); new_v.append(value)
+        if j > i and tail is not None:
+            new_s.append(tail[0]); new_e.append(tail[1]); new_v.append(tail[2])
+        self._starts[i:j] = new_s
+        self._ends[i:j] = new_e
+        self._vals[i:j] = new_v
+
+    def update(self, start: int, end: int, fn) -> None:
+        """Replace each piece's value v in [start, end) by fn(v) (fn(None) for gaps)."""
+        pieces, pos = [], start
+        for s, e, v in list(self.query(start, end)):
+            if s > pos:
+                pieces.append((pos, s, fn(None)))
+            pieces.append((s, e, fn(v)))
+            pos = e
+        if pos < end:
+            pieces.append((pos, end, fn(None)))
+        for s, e, v in pieces:
+            self.assign(s, e, v)
+
+    def items(self) -> Iterator[tuple[int, int, Any]]:
+        return zip(self._starts, self._ends, self._vals)

@@ -1,0 +1,170 @@
+"""The Schedule IR: what every executor runs. Frozen data, no behaviour.
+
+A Schedule holds, for every (rank, cta), an ordered tuple of instructions over named
+per-rank buffers addressed as (rank, buffer, byte offset):
+
+- ``input`` / ``output``: the user's buffers (sizes from the collective's layouts);
+- ``staging``: symmetric scratch, ``staging_nbytes`` per half; two halves alternate
+  by call parity, so offsets here are within the half of the current call;
+- ``packets``: the latency-regime windows, ``packets_nbytes`` of *payload* per half
+  (a 16-byte packet carries 8 data bytes and an 8-byte flag, so an executor that
+  embeds flags needs twice that); also halved by call parity;
+- signals: ``num_signals`` monotonic 64-bit flags per rank, never cleared.
+
+Epochs. Call k (k = 0, 1, ...) has base ``k * epoch_stride``. ``Notify(peer, s, v)``
+release-stores ``base + v`` into flag s of ``peer``; ``Wait(s, v)`` acquire-spins until
+the local flag s is >= ``base + v``. ``PutPackets(..., v)`` tags every packet with
+``base + v`` and ``WaitPackets(..., v)`` spins until each packet's tag == ``base + v``.
+Every signal has one writing (rank, cta) per call, and its values rise in that CTA's
+program order. Values are >= 1 and < ``epoch_stride``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Union
+
+SCHEMA_VERSION = 1
+BUFFERS = ("input", "output", "staging", "packets")
+ATOMS = ("sm", "tma", "ce", "switch")
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A byte address: ``offset`` bytes into ``buffer`` of ``rank``."""
+
+    rank: int
+    buffer: str
+    offset: int
+
+    def __add__(self, nbytes: int) -> "Ref":
+        return Ref(self.rank, self.buffer, self.offset + nbytes)
+
+    def __str__(self) -> str:
+        return f"{self.buffer}[{self.rank}]+{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """Read ``nbytes`` once from ``src`` and store them to every Ref in ``dsts`` with the
+    Atom ``atom``. Any side may be a peer's buffer (NVLink loads or stores by the issuing
+    CTA); several ``dsts`` are a broadcast-store (one read, many writes)."""
+
+    src: Ref
+    dsts: tuple[Ref, ...]
+    nbytes: int
+    atom: str = "sm"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """``op(srcs[0], srcs[1], ...)`` over ``nbytes`` of ``dtype``, read in the given order,
+    accumulated in fp32 (int32 for int32), rounded once and stored to every Ref in
+    ``dsts``. Sources in rank order make the result deterministic."""
+
+    srcs: tuple[Ref, ...]
+    dsts: tuple[Ref, ...]
+    nbytes: int
+    dtype: str
+    op: str
+    atom: str = "sm"
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Release-store ``base + value`` into signal ``signal`` of rank ``peer`` (may be self)."""
+
+    peer: int
+    signal: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Acquire-spin until the issuing rank's signal ``signal`` is >= ``base + value``."""
+
+    signal: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutPackets:
+    """Latency regime: stage and notify in one store. Push ``nbytes`` from ``src`` into the
+    packet window ``dst`` (a ``packets`` Ref, usually on a peer), each 8 data bytes tagged
+    with ``base + value``."""
+
+    src: Ref
+    dst: Ref
+    nbytes: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPackets:
+    """Spin until every packet of the local window ``src`` (``nbytes`` of payload) carries
+    tag ``base + value``; the following instruction then reads the payload."""
+
+    src: Ref
+    nbytes: int
+    value: int
+
+
+Instruction = Union[Copy, Reduce, Notify, Wait, PutPackets, WaitPackets]
+INSTRUCTIONS: tuple[type, ...] = (Copy, Reduce, Notify, Wait, PutPackets, WaitPackets)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """The instruction list of one CTA of one rank. ``role`` is a label for reports
+    (put, consume, reduce, tail, local, relay...)."""
+
+    rank: int
+    cta: int
+    role: str
+    instrs: tuple[Instruction, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A whole plan: programs for every (rank, cta) plus the buffer sizes they need.
+
+    ``collective`` is the spec it implements (a :class:`purlin.spec.Collective`);
+    ``policy`` the knobs that produced it (a dict, for reports); ``topology`` its name.
+    """
+
+    collective: Any
+    programs: tuple[Program, ...]
+    staging_nbytes: int
+    packets_nbytes: int
+    num_signals: int
+    epoch_stride: int
+    policy: dict = field(default_factory=dict)
+    topology: str = "minimal"
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def world(self) -> int:
+        return self.collective.world
+
+    def ctas(self, rank: int) -> tuple[Program, ...]:
+        return tuple(p for p in self.programs if p.rank == rank)
+
+    def max_ctas(self) -> int:
+        return max((sum(1 for p in self.programs if p.rank == r) for r in range(self.world)),
+                   default=0)
+
+    def buffer_nbytes(self, rank: int, buffer: str) -> int:
+        """Addressable bytes of ``buffer`` on ``rank`` (staging/packets: one half)."""
+        if buffer == "input":
+            return self.collective.input.nbytes(rank)
+        if buffer == "output":
+            return self.collective.output.nbytes(rank)
+        if buffer == "staging":
+            return self.staging_nbytes
+        if buffer == "packets":
+            return self.packets_nbytes
+        raise KeyError(buffer)
+
+    def instructions(self) -> Iterator[tuple[Program, int, Instruction]]:
+        for prog in self.programs:
+            for i, ins in enumerate(prog.instrs):
+                yield prog, i, ins

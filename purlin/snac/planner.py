@@ -1,0 +1,127 @@
+"""plan(spec, topology, policy) -> Schedule: a pure function.
+
+Same inputs give a byte-identical Schedule (so plans cache under a hash). The policy's
+``auto`` fields are filled by the codesign table in :mod:`purlin.snac.policy`.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from purlin.errors import PlanError, SpecError
+from purlin.snac import dataflow as df
+from purlin.snac.ir import Schedule
+from purlin.snac.policy import Policy, codesign
+from purlin.snac.sync import insert_sync
+from purlin.spec.collective import Collective
+from purlin.topology import Topology, is_direct, is_fully_connected, load_topology, minimal, ring_order
+
+
+def resolve_topology(topology: Topology | str | None, world: int) -> Topology:
+    """A Topology for ``world`` ranks: given, loaded by name, or a minimal switch."""
+    if topology is None:
+        return minimal(world)
+    if isinstance(topology, str):
+        topology = load_topology(topology, world=world if "loopback" in topology else None)
+    if topology.world != world:
+        raise SpecError(f"world size mismatch: topology {topology.name} has {topology.world} "
+                        f"ranks, the collective has {world}")
+    return topology
+
+
+def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
+                   cta_budget: int) -> Policy:
+    """Fill the policy's auto fields from the codesign table."""
+    if isinstance(policy, dict):
+        policy = Policy.from_dict(policy)
+    policy = (policy or Policy()).check()
+    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
+    return codesign(c.name, c.world, nbytes, is_fully_connected(topology), cta_budget,
+                    c.is_reduce, policy)
+
+
+def plan(collective: Collective, topology: Topology | str | None = None,
+         policy: Policy | dict | None = None, cta_budget: int = 64,
+         check: bool = True) -> Schedule:
+    """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
+    per rank. The schedule is verified before it is returned (``check=False`` skips it).
+
+    Examples
+    --------
+    >>> from purlin.spec import library
+    >>> s = plan(library.all_gather(4, 64), policy=Policy(regime="throughput"))
+    >>> s.world, sorted({p.role for p in s.programs})[:2]
+    (4, ['consume', 'put'])
+    """
+    if cta_budget < 1:
+        raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
+    topo = resolve_topology(topology, collective.world)
+    pol = resolve_policy(collective, topo, policy, cta_budget)
+    c = collective.validate(pol.align)
+    order: tuple[int, ...] = ()
+    if pol.algorithm == "ring":
+        if pol.regime == "latency":
+            raise PlanError("policy: algorithm 'ring' relays through staging; it runs in the "
+                            "throughput regime, not 'latency'")
+        order = ring_order(topo)
+    else:
+        _check_reach(c, topo)
+    if pol.atom == "switch" and not (c.is_reduce and pol.regime == "direct"):
+        raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
+                        "'direct' regime")
+    ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas, min(cta_budget, pol.put_ctas + pol.consumer_ctas))
+    gs = df.groups(c)
+    staging = packets = 0
+    chunk = pol.chunk_nbytes
+    if pol.algorithm == "ring":
+        ops, staging = df.ring(c, gs, chunk, pol.staging_nbytes, ctas, order, pol.align)
+    elif pol.regime == "throughput":
+        ops, staging = df.throughput(c, gs, chunk, pol.staging_nbytes, ctas, pol.algorithm, pol.align)
+    elif pol.regime == "direct":
+        ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align)
+    else:
+        ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align)
+    ops, staging = _compact_staging(ops)
+    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom)
+    sched = Schedule(c, synced.programs, staging, packets,
+                     synced.num_signals, synced.epoch_stride, pol.to_dict(), topo.name)
+    if check:
+        from purlin.snac.verify import verify
+        verify(sched)
+    return sched
+
+
+def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
+    """Renumber the staging slots each rank uses densely, so a small call asks for a small
+    staging buffer; order (and so slot reuse) is kept."""
+    used: dict[int, set[tuple[int, int]]] = {}
+    for o in ops:
+        for r in o.srcs + o.dsts:
+            if r.buffer == "staging":
+                used.setdefault(r.rank, set()).add(r.offset)
+    if not used:
+        return ops, 0
+    size = {}
+    remap: dict[tuple[int, int], int] = {}
+    slot = max(o.nbytes for o in ops)
+    for rank, offs in used.items():
+        for k, off in enumerate(sorted(offs)):
+            remap[(rank, off)] = k * slot
+        size[rank] = len(offs) * slot
+
+    def fix(r):
+        return replace(r, offset=remap[(r.rank, r.offset)]) if r.buffer == "staging" else r
+    out = [replace(o, srcs=tuple(fix(r) for r in o.srcs), dsts=tuple(fix(r) for r in o.dsts))
+           for o in ops]
+    return out, max(size.values())
+
+
+def _check_reach(c: Collective, topo: Topology) -> None:
+    """One-hop algorithms need every pair that exchanges data to reach each other."""
+    for g in df.groups(c):
+        for s in g.sources:
+            for h in g.holders:
+                if s.rank != h.rank and not is_direct(topo, s.rank, h.rank):
+                    raise PlanError(f"rank {h.rank} needs block {g.name!r} from rank {s.rank}, "
+                                    f"which it cannot reach directly on {topo.name}; "
+                                    f"use algorithm='ring'")

@@ -1,0 +1,148 @@
+"""Policies (the codesign knobs) and the default table that picks one.
+
+The table is the one readable place where size and world choose regime, algorithm,
+chunk and CTA counts. Numbers are Purlin's published defaults (PURLIN-NOTES.md);
+``codesign`` logs its pick at debug level. A sweep can replace the table per topology
+(``Policy.from_table``).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping
+
+from purlin.errors import PlanError
+
+log = logging.getLogger("purlin.codesign")
+
+REGIMES = ("latency", "throughput", "direct")
+ALGORITHMS = ("one_shot", "two_shot", "ring")
+KiB, MiB = 1 << 10, 1 << 20
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a collective is orchestrated.
+
+    regime: ``latency`` (packets carry their own flag, pushed to the consumer),
+        ``throughput`` (stage locally, notify, consumer pulls), ``direct`` (zero-copy over
+        registered buffers: data moves straight from input to every holder's output,
+        with a start and an end handshake), or ``auto``.
+    algorithm: ``one_shot`` (every holder reduces every contribution), ``two_shot``
+        (a reduce-scatter head feeds an all-gather tail), ``ring`` (hop by hop along a
+        cycle, for topologies without all-to-all reach), or ``auto``.
+    chunk_nbytes: pipelining unit; staging slots are this big (None: by size).
+    put_ctas / consumer_ctas: CTAs per rank for producing (stage, push, local copies)
+        and for consuming (pull, reduce, relay) (None: by regime).
+    atom: datapath for Copy/Reduce: ``sm``, ``tma``, ``ce`` or ``switch``.
+    deterministic: reductions read sources in rank order (ring excepted: it reduces
+        along the ring, rounding at each hop, as NCCL does).
+    staging_nbytes: per half; larger payloads cycle through slots with drain signals.
+    align: Atom access width in bytes (16; 32 on Blackwell).
+    """
+
+    regime: str = "auto"
+    algorithm: str = "auto"
+    chunk_nbytes: int | None = None
+    put_ctas: int | None = None
+    consumer_ctas: int | None = None
+    atom: str = "sm"
+    deterministic: bool = True
+    staging_nbytes: int = 256 * MiB
+    align: int = 16
+
+    def check(self) -> "Policy":
+        if self.regime not in REGIMES + ("auto",):
+            raise PlanError(f"policy.regime {self.regime!r}: choose one of {', '.join(REGIMES)} or auto")
+        if self.algorithm not in ALGORITHMS + ("auto",):
+            raise PlanError(f"policy.algorithm {self.algorithm!r}: choose one of "
+                            f"{', '.join(ALGORITHMS)} or auto")
+        for name in ("chunk_nbytes", "put_ctas", "consumer_ctas", "staging_nbytes", "align"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise PlanError(f"policy.{name} must be >= 1, got {getattr(self, name)}")
+        if self.chunk_nbytes is None:
+            return self
+        if self.chunk_nbytes % self.align:
+            raise PlanError(f"policy.chunk_nbytes {self.chunk_nbytes} is not a multiple of "
+                            f"align {self.align}")
+        if self.staging_nbytes < 2 * self.chunk_nbytes:
+            raise PlanError(f"policy.staging_nbytes {self.staging_nbytes} must hold at least "
+                            f"two chunks of {self.chunk_nbytes} B")
+        if self.atom not in ("sm", "tma", "ce", "switch"):
+            raise PlanError(f"policy.atom {self.atom!r}: choose sm, tma, ce or switch")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "Policy":
+        known = set(Policy.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise PlanError(f"policy: unknown field(s) {', '.join(sorted(unknown))}; "
+                            f"known: {', '.join(sorted(known))}")
+        return Policy(**dict(d)).check()
+
+    def with_(self, **changes: Any) -> "Policy":
+        return replace(self, **changes).check()
+
+
+# ---- the codesign table -----------------------------------------------------------
+# Latency-regime thresholds for AllReduce by world (Purlin: 512 KiB at W=2, 256 KiB at
+# W=4, 128 KiB at W=8 and beyond); other collectives switch to throughput at 64 KiB per
+# rank (Purlin moves AllGather to throughput from 1-64 KiB on A100/H100).
+LATENCY_MAX_ALLREDUCE = ((2, 512 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB))
+LATENCY_MAX_OTHER = 64 * KiB
+# Chunk by per-rank payload: small chunks pipeline short messages, big ones cut overhead.
+CHUNK_BY_SIZE = ((8 * MiB, 512 * KiB), (128 * MiB, 1 * MiB), (1 << 62, 4 * MiB))
+# Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds.
+LATENCY_CHUNK = (1 * KiB, 64 * KiB)
+# CTAs per role by regime: (put, consumer). Purlin: 16-32 put, 16-32 consumer, <= 64.
+CTAS = {"latency": (4, 4), "throughput": (16, 16), "direct": (16, 16)}
+
+
+def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
+             cta_budget: int = 64, is_reduce: bool = False, base: Policy | None = None) -> Policy:
+    """Pick a policy for a collective of ``nbytes`` per rank (largest buffer) and world.
+
+    Only the fields left ``auto`` in ``base`` are chosen.
+
+    Examples
+    --------
+    >>> codesign("all_reduce", 8, 64 << 10, is_reduce=True).regime
+    'latency'
+    >>> codesign("all_reduce", 8, 1 << 30, is_reduce=True).algorithm
+    'two_shot'
+    """
+    base = base or Policy()
+    regime, algorithm = base.regime, base.algorithm
+    if regime == "auto":
+        if name.startswith("all_reduce"):
+            limit = next(v for w, v in LATENCY_MAX_ALLREDUCE if world <= w)
+        else:
+            limit = LATENCY_MAX_OTHER
+        regime = "latency" if nbytes <= limit and fully_connected else "throughput"
+    if algorithm == "auto":
+        if not fully_connected:
+            algorithm = "ring"
+        elif is_reduce and regime != "latency":
+            algorithm = "two_shot"
+        else:
+            algorithm = "one_shot"
+    put = base.put_ctas or CTAS[regime][0]
+    cons = base.consumer_ctas or CTAS[regime][1]
+    if regime == "latency":  # split small payloads so every consumer CTA gets a share
+        share = -(-nbytes // cons // base.align) * base.align
+        chunk = base.chunk_nbytes or min(max(LATENCY_CHUNK[0], share), LATENCY_CHUNK[1])
+    else:
+        chunk = base.chunk_nbytes or next(c for limit, c in CHUNK_BY_SIZE if nbytes <= limit)
+    while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
+        if put >= cons:
+            put = max(1, put // 2)
+        else:
+            cons = max(1, cons // 2)
+    pol = replace(base, regime=regime, algorithm=algorithm, chunk_nbytes=chunk,
+                  put_ctas=put, consumer_ctas=cons).check()
+    log.debug("codesign %s W=%d %d B -> %s", name, world, nbytes, pol)
+    return pol

@@ -1,0 +1,201 @@
+"""Sync insertion: turn dataflow ops, given in a logical order, into CTA programs.
+
+The dataflow builders only say *what* moves and on which (rank, cta); this pass finds
+every cross-CTA dependency through shadow memory and inserts the Notify/Wait (or packet
+tag) that enforces it. Because every CTA runs its ops in the one logical order and
+waits only on earlier ops, any CTA assignment is deadlock-free when CTAs are
+co-resident.
+
+Dependencies found:
+- read after write (a consumer waits for the producer's notify, or for packet tags);
+- write after read and write after write (a producer reusing a staging slot waits for
+  the drain notify of every reader);
+- first remote touch of a peer's user buffer (the owner notifies at call start that the
+  buffer is ready);
+- fences at call end: the owner of memory another rank touched waits until that rank is
+  done, when its user buffer was touched or when nothing else in the call orders the two
+  (so the next-but-one call may reuse the staging half).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from purlin.errors import PlanError
+from purlin.snac.intervals import IntervalMap
+from purlin.snac.ir import Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
+
+USER = ("input", "output")
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One datapath step before sync: ``kind`` is copy, reduce or put (PutPackets)."""
+
+    rank: int
+    cta: int
+    role: str
+    kind: str
+    srcs: tuple[Ref, ...]
+    dsts: tuple[Ref, ...]
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Synced:
+    programs: tuple[Program, ...]
+    num_signals: int
+    epoch_stride: int
+
+
+def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) -> Synced:
+    """Build programs with signals from ``ops`` in logical order. Pure."""
+    n = len(ops)
+    start = [n + r for r in range(world)]          # virtual op ids: call start per rank
+    end = [n + world + r for r in range(world)]    # and call end per rank
+    deps: list[set[int]] = [set() for _ in range(n + 2 * world)]  # producers of each op
+    pdeps: list[list[tuple[Ref, int, int]]] = [[] for _ in range(n)]  # packet waits
+    writers: dict[tuple[int, str], IntervalMap] = {}
+    readers: dict[tuple[int, str], IntervalMap] = {}
+    gens: dict[int, int] = {}
+    last_touch: dict[tuple[int, int, int], tuple[int, bool]] = {}
+    orders: set[tuple[int, int]] = set()  # (from rank, to rank) with a dependency
+
+    def cta_of(i: int) -> tuple[int, int]:
+        if i < n:
+            return ops[i].rank, ops[i].cta
+        return (i - n) % world, 0
+
+    remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
+    for i, op in enumerate(ops):
+        me = (op.rank, op.cta)
+        for ref in op.srcs:
+            key = (ref.rank, ref.buffer)
+            w_map = writers.setdefault(key, IntervalMap())
+            pos = ref.offset
+            for s, e, w in list(w_map.query(ref.offset, ref.offset + op.nbytes)) + [(None, None, None)]:
+                gap_end = s if s is not None else ref.offset + op.nbytes
+                if gap_end > pos:  # bytes nobody wrote in this call
+                    if ref.buffer not in USER:
+                        raise PlanError(f"planner bug: rank {op.rank} cta {op.cta} ({op.role}) reads "
+                                        f"{ref.buffer}[{ref.rank}] bytes {pos}..{gap_end} before any write")
+                    if ref.rank != op.rank:
+                        deps[i].add(start[ref.rank])
+                if s is None:
+                    break
+                pos = e
+                if ref.buffer not in USER and ops[w].rank != ref.rank:
+                    remote_fill[(ops[w].rank, op.rank, op.cta)] = i
+                if cta_of(w) != me:
+                    if ref.buffer == "packets" and ops[w].kind == "put":
+                        pdeps[i].append((Ref(ref.rank, "packets", s), e - s, gens[w]))
+                        orders.add((ops[w].rank, op.rank))
+                    else:
+                        deps[i].add(w)
+            readers.setdefault(key, IntervalMap()).update(
+                ref.offset, ref.offset + op.nbytes, lambda v, i=i: (v or ()) + (i,))
+            if ref.rank != op.rank:
+                _touch(last_touch, op, ref, i)
+        for ref in op.dsts:
+            key = (ref.rank, ref.buffer)
+            lo, hi = ref.offset, ref.offset + op.nbytes
+            w_map = writers.setdefault(key, IntervalMap())
+            r_map = readers.setdefault(key, IntervalMap())
+            written = list(w_map.query(lo, hi))
+            for s, e, rs in r_map.query(lo, hi):
+                deps[i].update(r for r in rs if cta_of(r) != me)
+            for s, e, w in written:  # write after write: only where nobody read in between
+                if cta_of(w) != me and not any(rs for _, _, rs in r_map.query(s, e)):
+                    deps[i].add(w)
+            if not written and ref.buffer in USER and ref.rank != op.rank:
+                deps[i].add(start[ref.rank])
+            if op.kind == "put":
+                gens[i] = 1 + max((gens.get(w, 0) for _, _, w in written), default=0)
+            w_map.assign(lo, hi, i)
+            r_map.assign(lo, hi, ())
+            if ref.rank != op.rank and ref.buffer in USER:
+                _touch(last_touch, op, ref, i)
+        for d in deps[i]:
+            orders.add((cta_of(d)[0], op.rank))
+    # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
+    for (rank, cta, owner), (i, user) in last_touch.items():
+        if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
+            deps[end[owner]].add(i)
+    for (writer, reader, cta), i in remote_fill.items():
+        if (reader, writer) not in orders:        # writer must outlast the owner's reads
+            deps[end[writer]].add(i)
+
+    return _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom)
+
+
+def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
+    key = (op.rank, op.cta, ref.rank)
+    prev = last_touch.get(key, (i, False))
+    last_touch[key] = (i, prev[1] or ref.buffer in USER)
+
+
+def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Synced:
+    n = len(ops)
+    consumers: dict[int, set[int]] = {}
+    for i, ds in enumerate(deps):
+        for d in ds:
+            consumers.setdefault(d, set()).add(i)
+    progs: dict[tuple[int, int], list[Instruction]] = {}
+    roles: dict[tuple[int, int], list[str]] = {}
+    counter: dict[tuple[int, int], int] = {}
+    value: dict[int, int] = {}
+    signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
+    waited: dict[tuple[int, int], dict] = {}
+    max_value = 1
+
+    def rank_of(i: int) -> int:
+        return ops[i].rank if i < n else (i - n) % world
+
+    def where(i: int) -> tuple[int, int]:
+        return (ops[i].rank, ops[i].cta) if i < n else ((i - n) % world, 0)
+
+    order: Iterable[int] = list(start) + list(range(n)) + list(end)
+    for i in order:
+        me = where(i)
+        prog = progs.setdefault(me, [])
+        seen = waited.setdefault(me, {})
+        best: dict[int, int] = {}
+        for d in deps[i]:
+            if where(d) == me:
+                continue
+            sig = signals[me[0]][where(d)]
+            best[sig] = max(best.get(sig, 0), value[d])
+        for sig in sorted(best):
+            if seen.get(sig, 0) < best[sig]:
+                prog.append(Wait(sig, best[sig]))
+                seen[sig] = best[sig]
+        if i < n:
+            for ref, nbytes, gen in pdeps[i]:
+                key = ("p", ref.offset, nbytes)
+                if seen.get(key, 0) < gen:
+                    prog.append(WaitPackets(ref, nbytes, gen))
+                    seen[key] = gen
+            op = ops[i]
+            roles.setdefault(me, [])
+            if op.role not in roles[me]:
+                roles[me].append(op.role)
+            if op.kind == "copy":
+                prog.append(Copy(op.srcs[0], op.dsts, op.nbytes, atom))
+            elif op.kind == "reduce":
+                prog.append(Reduce(op.srcs, op.dsts, op.nbytes, dtype, op_name, atom))
+            else:
+                prog.append(PutPackets(op.srcs[0], op.dsts[0], op.nbytes, gens[i]))
+                max_value = max(max_value, gens[i])
+        targets = sorted({rank_of(c) for c in consumers.get(i, ()) if where(c) != me})
+        if targets:
+            counter[me] = counter.get(me, 0) + 1
+            value[i] = counter[me]
+            max_value = max(max_value, value[i])
+            for t in targets:
+                sig = signals[t].setdefault(me, len(signals[t]))
+                prog.append(Notify(t, sig, value[i]))
+    programs = tuple(
+        Program(r, c, "+".join(sorted(roles.get((r, c), ["sync"]))), tuple(ins))
+        for (r, c), ins in sorted(progs.items()) if ins)
+    num_signals = max((len(s) for s in signals), default=0)
+    return Synced(programs, max(num_signals, 1), max_value + 1)

@@ -1,0 +1,252 @@
+"""The verifier: proves a Schedule right without hardware, or names the first fault.
+
+Checks, in order:
+1. static: ranks, buffers and offsets in bounds; signals and values in range; one
+   writing CTA per signal with rising values; Reduce dtype/op match the spec;
+2. liveness: the walker runs every CTA to the end as if all were co-resident (a stuck
+   run names the wait cycle or the Wait with no matching Notify);
+3. ordering: vector clocks over (rank, cta) streams; every read is ordered after the
+   write it reads, and every write after the previous write and all its readers (so no
+   staging slot is reused early); nothing writes the inputs;
+4. data: symbolic contents (which input bytes, reduced in which order) of every output
+   byte equal the spec's naming, and every output byte is written exactly once.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import NamedTuple
+
+import numpy as np
+
+from purlin.errors import ScheduleError
+from purlin.snac.intervals import IntervalMap
+from purlin.snac.ir import ATOMS, BUFFERS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets
+from purlin.snac.walk import walk
+from purlin.spec.collective import output_sources
+
+
+class Cell(NamedTuple):
+    """Shadow state of a byte range: who wrote it, what it holds, who read it since."""
+
+    writer: tuple[int, int] | None
+    terms: tuple[tuple[int, int], ...]   # (input rank, input offset at ``anchor``)
+    anchor: int
+    readers: tuple[tuple[int, int], ...] = ()
+
+
+def verify(s: Schedule) -> Schedule:
+    """Raise ScheduleError (or Deadlock) for the first broken rule; return ``s`` if sound.
+
+    Examples
+    --------
+    >>> from purlin.snac import plan
+    >>> from purlin.spec import library
+    >>> verify(plan(library.all_gather(2, 16), check=False)).world
+    2
+    """
+    _static(s)
+    _dynamic(s)
+    return s
+
+
+def _where(s: Schedule, k: int, i: int) -> str:
+    p = s.programs[k]
+    return f"rank {p.rank}, cta {p.cta}, instr {i}"
+
+
+def _static(s: Schedule) -> None:
+    c = s.collective
+    seen_ctas: set[tuple[int, int]] = set()
+    writer: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for k, prog in enumerate(s.programs):
+        if not 0 <= prog.rank < s.world:
+            raise ScheduleError(f"program for rank {prog.rank} in a world of {s.world}")
+        if (prog.rank, prog.cta) in seen_ctas:
+            raise ScheduleError(f"rank {prog.rank}, cta {prog.cta}: two programs for one CTA")
+        seen_ctas.add((prog.rank, prog.cta))
+        for i, ins in enumerate(prog.instrs):
+            at = _where(s, k, i)
+            t = type(ins)
+            if t in (Copy, Reduce, PutPackets, WaitPackets):
+                refs = ((ins.src,) if t is not Reduce else ins.srcs) + \
+                       (ins.dsts if t in (Copy, Reduce) else (ins.dst,) if t is PutPackets else ())
+                if ins.nbytes <= 0:
+                    raise ScheduleError(f"{at}: {t.__name__} of {ins.nbytes} B (rule: nbytes > 0)")
+                for r in refs:
+                    _bounds(s, at, t.__name__, r, ins.nbytes)
+            if t in (Copy, Reduce) and ins.atom not in ATOMS:
+                raise ScheduleError(f"{at}: unknown atom {ins.atom!r}; known: {', '.join(ATOMS)}")
+            if t is Reduce and (ins.dtype != c.dtype.name or ins.op != c.op):
+                raise ScheduleError(f"{at}: Reduce {ins.dtype}/{ins.op} but the spec is "
+                                    f"{c.dtype.name}/{c.op}")
+            if t is PutPackets and ins.dst.buffer != "packets":
+                raise ScheduleError(f"{at}: PutPackets must target a packets window, not {ins.dst.buffer}")
+            if t is WaitPackets and (ins.src.buffer != "packets" or ins.src.rank != prog.rank):
+                raise ScheduleError(f"{at}: WaitPackets must name a local packets window, got {ins.src}")
+            if t in (Notify, Wait, PutPackets, WaitPackets) and not 1 <= ins.value < s.epoch_stride:
+                raise ScheduleError(f"{at}: value {ins.value} outside 1..{s.epoch_stride - 1} "
+                                    f"(rule: values are relative to the epoch and below its stride)")
+            if t in (Notify, Wait) and not 0 <= ins.signal < s.num_signals:
+                raise ScheduleError(f"{at}: signal {ins.signal} outside 0..{s.num_signals - 1}")
+            if t is Notify:
+                if not 0 <= ins.peer < s.world:
+                    raise ScheduleError(f"{at}: Notify to rank {ins.peer} in a world of {s.world}")
+                key = (ins.peer, ins.signal)
+                prev = writer.get(key)
+                if prev and prev[:2] != (prog.rank, prog.cta):
+                    raise ScheduleError(f"{at}: Notify to rank {ins.peer} signal {ins.signal}, which "
+                                        f"rank {prev[0]} cta {prev[1]} also writes (rule: one writer "
+                                        f"per signal)")
+                if prev and ins.value < prev[2]:
+                    raise ScheduleError(f"{at}: Notify value {ins.value} after {prev[2]} on rank "
+                                        f"{ins.peer} signal {ins.signal} (rule: values rise)")
+                writer[key] = (prog.rank, prog.cta, ins.value)
+
+
+def _bounds(s: Schedule, at: str, what: str, r: Ref, n: int) -> None:
+    if r.buffer not in BUFFERS:
+        raise ScheduleError(f"{at}: {what} names buffer {r.buffer!r}; known: {', '.join(BUFFERS)}")
+    if not 0 <= r.rank < s.world:
+        raise ScheduleError(f"{at}: {what} addresses rank {r.rank} in a world of {s.world}")
+    size = s.buffer_nbytes(r.rank, r.buffer)
+    if r.offset < 0 or r.offset + n > size:
+        raise ScheduleError(f"{at}: {what} {r} ({n} B) runs outside {r.buffer} of rank {r.rank} "
+                            f"({size} B)")
+
+
+class _Shadow:
+    def __init__(self, s: Schedule):
+        self.s = s
+        self.mem: dict[tuple[int, str], IntervalMap] = {}
+        self.nprog = len(s.programs)
+        self.vc = [np.zeros(self.nprog, np.int64) for _ in range(self.nprog)]
+        self.notes: dict[tuple[int, int], tuple[list[int], list[np.ndarray]]] = {}
+        self.packets: dict[int, IntervalMap] = {}
+
+    def hb(self, acc: tuple[int, int], k: int) -> bool:
+        return acc[1] < self.vc[k][acc[0]]
+
+    def who(self, acc: tuple[int, int]) -> str:
+        return _where(self.s, *acc)
+
+    def read(self, k: int, i: int, r: Ref, n: int) -> list[tuple[int, int, Cell]]:
+        m = self.mem.setdefault((r.rank, r.buffer), IntervalMap())
+        out, pos = [], r.offset
+        for a, b, cell in list(m.query(r.offset, r.offset + n)) + [(r.offset + n, None, None)]:
+            if a > pos:
+                if r.buffer != "input":
+                    raise ScheduleError(f"{_where(self.s, k, i)}: reads {r.buffer}[{r.rank}] bytes "
+                                        f"{pos}..{a} before anything wrote them in this call (missing Wait for "
+                                        f"their producer?)")
+                out.append((pos, a, Cell(None, ((r.rank, 0),), 0)))
+            if b is None:
+                break
+            if cell.writer is not None and cell.writer[0] != k and not self.hb(cell.writer, k):
+                raise ScheduleError(f"{_where(self.s, k, i)}: reads {r.buffer}[{r.rank}] bytes {a}..{b} "
+                                    f"written by {self.who(cell.writer)} without waiting for it "
+                                    f"(missing Notify/Wait)")
+            out.append((a, b, cell))
+            pos = b
+        fresh = Cell(None, ((r.rank, 0),), 0)  # an input byte nobody wrote holds itself
+        m.update(r.offset, r.offset + n,
+                 lambda c: Cell(*(c or fresh)[:3], (c or fresh).readers + ((k, i),)))
+        return out
+
+    def write(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, tuple, int]]) -> None:
+        """``pieces``: (start, end, terms, anchor) in absolute offsets of ``r.buffer``."""
+        at = _where(self.s, k, i)
+        if r.buffer == "input":
+            raise ScheduleError(f"{at}: writes into input of rank {r.rank} (rule: inputs are read-only)")
+        m = self.mem.setdefault((r.rank, r.buffer), IntervalMap())
+        for a, b, terms, anchor in pieces:
+            for x, y, cell in m.query(a, b):
+                if r.buffer == "output" and cell.writer is not None:
+                    raise ScheduleError(f"{at}: writes output[{r.rank}] bytes {x}..{y} already written by "
+                                        f"{self.who(cell.writer)} (rule: every output byte is written "
+                                        f"exactly once)")
+                for acc in cell.readers:
+                    if acc[0] != k and not self.hb(acc, k):
+                        raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} before "
+                                            f"{self.who(acc)} finished reading them (missing drain)")
+                if cell.writer is not None and cell.writer[0] != k and not self.hb(cell.writer, k):
+                    raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} written by "
+                                        f"{self.who(cell.writer)} with no order between the two")
+            m.assign(a, b, Cell((k, i), terms, anchor))
+
+
+def _dynamic(s: Schedule) -> None:
+    sh = _Shadow(s)
+    for k, prog, i, ins in walk(s):
+        vc = sh.vc[k]
+        vc[k] = i
+        t = type(ins)
+        if t is Copy:
+            got = sh.read(k, i, ins.src, ins.nbytes)
+            for d in ins.dsts:
+                delta = d.offset - ins.src.offset
+                sh.write(k, i, d, [(a + delta, b + delta, c.terms, c.anchor + delta) for a, b, c in got])
+        elif t is Reduce:
+            reads = [sh.read(k, i, r, ins.nbytes) for r in ins.srcs]
+            cuts = sorted({a - r.offset for r, got in zip(ins.srcs, reads) for a, _, _ in got} | {ins.nbytes})
+            for d in ins.dsts:
+                pieces = []
+                for a, b in zip(cuts, cuts[1:]):
+                    terms = []
+                    for r, got in zip(ins.srcs, reads):
+                        x = r.offset + a
+                        cell = next(c for lo, hi, c in got if lo <= x < hi)
+                        terms += [(rank, off + x - cell.anchor) for rank, off in cell.terms]
+                    pieces.append((d.offset + a, d.offset + b, tuple(terms), d.offset + a))
+                sh.write(k, i, d, pieces)
+        elif t is PutPackets:
+            got = sh.read(k, i, ins.src, ins.nbytes)
+            delta = ins.dst.offset - ins.src.offset
+            sh.write(k, i, ins.dst, [(a + delta, b + delta, c.terms, c.anchor + delta) for a, b, c in got])
+            snap = vc.copy()
+            snap[k] = i + 1
+            sh.packets.setdefault(ins.dst.rank, IntervalMap()).assign(
+                ins.dst.offset, ins.dst.offset + ins.nbytes, snap)
+        elif t is WaitPackets:
+            for _, _, snap in sh.packets[prog.rank].query(ins.src.offset, ins.src.offset + ins.nbytes):
+                np.maximum(vc, snap, out=vc)
+        elif t is Notify:
+            snap = vc.copy()
+            snap[k] = i + 1
+            values, snaps = sh.notes.setdefault((ins.peer, ins.signal), ([], []))
+            values.append(ins.value)
+            snaps.append(snap)
+        elif t is Wait:
+            values, snaps = sh.notes[(prog.rank, ins.signal)]
+            np.maximum(vc, snaps[bisect_left(values, ins.value)], out=vc)
+        vc[k] = i + 1
+    _check_outputs(s, sh)
+
+
+def _check_outputs(s: Schedule, sh: _Shadow) -> None:
+    c = s.collective
+    ordered = c.is_reduce and s.policy.get("algorithm") != "ring"
+    for p, srcs in output_sources(c):
+        if not p.nbytes:
+            continue
+        m = sh.mem.get((p.rank, "output"), IntervalMap())
+        pos = p.offset
+        for a, b, cell in list(m.query(p.offset, p.offset + p.nbytes)) + [(p.offset + p.nbytes, None, None)]:
+            if a > pos:
+                raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - p.offset}.."
+                                    f"{a - p.offset} are never written")
+            if b is None:
+                break
+            got = tuple((r, off + a - cell.anchor) for r, off in cell.terms)
+            want = tuple((x.rank, x.offset + a - p.offset) for x in srcs)
+            if got != want and (ordered or sorted(got) != sorted(want)):
+                raise ScheduleError(f"output rank {p.rank}, block {p.name!r}, bytes {a - p.offset}.."
+                                    f"{b - p.offset}: holds {_describe(got)} but the spec needs "
+                                    f"{_describe(want)}")
+            pos = b
+
+
+def _describe(terms: tuple[tuple[int, int], ...]) -> str:
+    if not terms:
+        return "nothing"
+    parts = [f"input[{r}]+{off}" for r, off in terms]
+    return parts[0] if len(parts) == 1 else "reduce(" + ", ".join(parts) + ")"

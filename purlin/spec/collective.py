@@ -1,0 +1,126 @@
+"""A collective = (input layout, output layout, op, dtype), and the rules it must keep.
+
+``validate`` is the boundary: every planner and executor may assume a spec that passed
+it. Each broken rule raises :class:`SpecError` naming rank, block and rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from purlin.errors import SpecError
+from purlin.spec.dtypes import REDUCE_OPS, DType, dtype as _dtype
+from purlin.spec.layout import Layout, Placed
+
+OPS = ("copy",) + REDUCE_OPS
+_OP_ALIASES = {"sum": "add", "prod": "mul", "reduce": "add", "gather": "copy"}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """What a collective means. ``op`` is ``copy`` or a reduction (add, max, min, mul).
+
+    Examples
+    --------
+    >>> from purlin.spec.layout import packed
+    >>> c = Collective("allgather", packed(2, 8, name="{r}"), Layout.of([[("0", 8), ("1", 8)]] * 2))
+    >>> c.validate().is_reduce
+    False
+    """
+
+    name: str
+    input: Layout
+    output: Layout
+    op: str = "copy"
+    dtype: DType | str = "fp32"
+
+    def __post_init__(self) -> None:
+        op = str(self.op).lower()
+        if op.startswith("reduce(") and op.endswith(")"):
+            op = op[7:-1]
+        object.__setattr__(self, "op", _OP_ALIASES.get(op, op))
+        object.__setattr__(self, "dtype", _dtype(self.dtype))
+
+    @property
+    def world(self) -> int:
+        return self.input.world
+
+    @property
+    def is_reduce(self) -> bool:
+        return self.op != "copy"
+
+    def sources(self) -> dict[str, tuple[Placed, ...]]:
+        """Every input block by name, in rank order (the reduction order)."""
+        found: dict[str, list[Placed]] = {}
+        for p in self.input.all_placed():
+            found.setdefault(p.name, []).append(p)
+        return {k: tuple(v) for k, v in found.items()}
+
+    def validate(self, align: int = 16) -> "Collective":
+        """Check every rule; return self so calls chain. ``align`` is the Atom's access
+        width in bytes (16 generic/Hopper, 32 Blackwell): offsets and sizes must be
+        multiples of it."""
+        validate(self, align)
+        return self
+
+
+def validate(c: Collective, align: int = 16) -> None:
+    """Raise SpecError for the first broken rule, naming rank, block and rule."""
+    dt: DType = c.dtype  # type: ignore[assignment]
+    if c.op not in OPS:
+        raise SpecError(f"{c.name}: op {c.op!r} is unknown (rule: op is one of {', '.join(OPS)})")
+    if c.is_reduce and dt.accumulator is None:
+        raise SpecError(f"{c.name}: op {c.op!r} is not supported for dtype {dt.name} "
+                        f"(rule: {dt.name} is copy-only)")
+    if c.input.world != c.output.world:
+        raise SpecError(f"{c.name}: world size mismatch: input layout has {c.input.world} "
+                        f"ranks, output layout has {c.output.world}")
+    if c.world < 1:
+        raise SpecError(f"{c.name}: world size must be at least 1, got {c.world}")
+    if align < 1 or align % dt.itemsize:
+        raise SpecError(f"{c.name}: alignment {align} B is not a multiple of the {dt.name} "
+                        f"element size {dt.itemsize} B")
+    for side, layout in (("input", c.input), ("output", c.output)):
+        for r in range(layout.world):
+            seen: set[str] = set()
+            for p in layout.placed(r):
+                where = f"{c.name}: {side} rank {r}, block {p.name!r}"
+                if not p.name:
+                    raise SpecError(f"{where}: empty block name (rule: blocks are named)")
+                if p.name in seen:
+                    raise SpecError(f"{where}: named twice on one rank (rule: a name appears "
+                                    f"once per rank and buffer)")
+                seen.add(p.name)
+                if not isinstance(p.nbytes, int) or p.nbytes < 0:
+                    raise SpecError(f"{where}: size {p.nbytes!r} must be a non-negative int")
+                if p.nbytes % dt.itemsize:
+                    raise SpecError(f"{where}: size {p.nbytes} B is not a whole number of "
+                                    f"{dt.name} elements ({dt.itemsize} B)")
+                if p.nbytes and (p.offset % align or p.nbytes % align):
+                    raise SpecError(f"{where}: offset {p.offset} / size {p.nbytes} B not "
+                                    f"aligned to {align} B (rule: the Atom moves {align}-byte "
+                                    f"vectors)")
+    sources = c.sources()
+    for q in range(c.world):
+        for p in c.output.placed(q):
+            where = f"{c.name}: output rank {q}, block {p.name!r}"
+            srcs = sources.get(p.name)
+            if not srcs:
+                raise SpecError(f"{where}: no input block named {p.name!r} on any rank "
+                                f"(rule: every output block needs a source)")
+            if not c.is_reduce and len(srcs) > 1:
+                ranks = ", ".join(str(s.rank) for s in srcs)
+                raise SpecError(f"{where}: copy block has {len(srcs)} sources (ranks {ranks}) "
+                                f"(rule: a copy output has exactly one source)")
+            for s in srcs:
+                if s.nbytes != p.nbytes:
+                    raise SpecError(f"{where}: size {p.nbytes} B disagrees with input rank "
+                                    f"{s.rank}'s block of {s.nbytes} B (rule: sizes match)")
+
+
+def output_sources(c: Collective) -> Iterable[tuple[Placed, tuple[Placed, ...]]]:
+    """(output block, its input sources in rank order) for every output block."""
+    sources = c.sources()
+    for q in range(c.world):
+        for p in c.output.placed(q):
+            yield p, sources[p.name]

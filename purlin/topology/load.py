@@ -1,0 +1,132 @@
+"""Find and open topology files: the shipped ones by name, or any YAML by path.
+
+Shipped files live in the repository's ``topologies/`` folder, which the wheel
+installs as the package data ``purlin.data.topologies``. The loader asks
+importlib.resources first (an installed wheel) and falls back to the repository
+folder (a source checkout or an editable install), so both find the same files.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from purlin.errors import TopologyError
+from purlin.topology.model import Topology
+from purlin.topology.parse import parse_topology
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+DATA_PACKAGE = "purlin.data.topologies"
+_REPO_DATA = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def data_root() -> Traversable:
+    """The folder of shipped topology files (and their ``calibration/`` subfolder).
+
+    Installed: the package data ``purlin.data.topologies``; in a source checkout:
+    ``<repo>/topologies``. Both support ``joinpath``, ``iterdir`` and ``read_text``.
+
+    Examples
+    --------
+    >>> data_root().joinpath("hgx-h200-8.yaml").is_file()
+    True
+    """
+    try:
+        root = importlib.resources.files(DATA_PACKAGE)
+        if any(entry.name.endswith(".yaml") for entry in root.iterdir()):
+            return root
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    return _REPO_DATA
+
+
+def list_topologies() -> list[str]:
+    """Names of the shipped topologies, sorted (what ``load_topology`` accepts).
+
+    Examples
+    --------
+    >>> "hgx-h200-8" in list_topologies()
+    True
+    """
+    root = data_root()
+    if not root.is_dir():
+        return []
+    return sorted(e.name[: -len(".yaml")] for e in root.iterdir() if e.name.endswith(".yaml") and e.is_file())
+
+
+def load_topology(name_or_path: str | Path, world: int | None = None) -> Topology:
+    """Load a shipped topology by name, or a YAML file by path.
+
+    Parameters
+    ----------
+    name_or_path : str or Path
+        A name from :func:`list_topologies` (``"hgx-h200-8"``), or a path to a
+        ``.yaml``/``.yml`` file.
+    world : int, optional
+        Rank count for a loopback topology (overrides its ``ranks``).
+
+    Raises
+    ------
+    TopologyError
+        If the name is unknown, the file is missing or not YAML, or its content is
+        invalid (the message names the file and the field).
+
+    Examples
+    --------
+    >>> load_topology("hgx-h200-8").world
+    8
+    >>> load_topology("h200-loopback", world=4).world
+    4
+    """
+    text, where = _read(name_or_path)
+    return parse_topology(_yaml(text, where), where=where, world=world)
+
+
+def _read(name_or_path: str | Path) -> tuple[str, str]:
+    """(file text, name for messages): the file name for shipped ones, else the path."""
+    raw = str(name_or_path)
+    if isinstance(name_or_path, Path) or raw.endswith((".yaml", ".yml")) or "/" in raw or "\\" in raw:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise TopologyError(f"{raw}: no such topology file")
+        return path.read_text(encoding="utf-8"), raw
+    entry = data_root().joinpath(f"{raw}.yaml")
+    if not entry.is_file():
+        raise TopologyError(
+            f"unknown topology {raw!r}; shipped: {', '.join(list_topologies())} (or give a path to a .yaml file)"
+        )
+    return entry.read_text(encoding="utf-8"), f"{raw}.yaml"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (plain PyYAML keeps the last silently)."""
+
+
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def _yaml(text: str, where: str) -> object:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise TopologyError(f"{where}: {at}not valid YAML: {problem}") from None

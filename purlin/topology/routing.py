@@ -1,0 +1,275 @@
+"""Where a byte goes between two ranks, and what that path offers.
+
+Plain functions with the topology first (networkx style). A *route* is the tuple of
+directed link resources a byte crosses; HBM reads and writes are not on it (see
+:func:`hbm_resource`), so the simulator charges memory separately from the fabric.
+
+Two ranks are *direct* peers when one can load/store the other's memory with no GPU
+in between: over one link, or through switches only (an NVSwitch fabric, PCIe switches
+under one root complex). Routes between peers that are not direct cross other GPUs,
+which a schedule must relay explicitly (GPUs do not forward traffic by themselves).
+
+Routes are shortest by hop count; ties go to the path whose node sequence sorts first
+(GPUs by index, then switches by name), so every run gives the same route.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import networkx as nx
+
+from purlin.errors import TopologyError
+from purlin.topology.model import Switch, Topology
+
+_RING_SEARCH_BUDGET = 200_000
+"""DFS steps ``ring_order`` tries before giving up on a large sparse topology."""
+
+
+def hbm_resource(topology: Topology, rank: int) -> str:
+    """The HBM resource id of ``rank``'s GPU; reads and writes share its capacity.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> hbm_resource(minimal(2), 1)
+    'gpu1.hbm'
+    >>> hbm_resource(minimal(4, loopback=True), 3)  # virtual ranks share one HBM
+    'gpu0.hbm'
+    """
+    return f"{topology.gpu_of(rank).name}.hbm"
+
+
+def capacity_gbps(topology: Topology, resource: str) -> float:
+    """Capacity in GB/s of a resource id from :func:`route` or :func:`hbm_resource`.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> t = minimal(2)
+    >>> capacity_gbps(t, "gpu0->switch"), capacity_gbps(t, "gpu0.hbm")
+    (100.0, 1000.0)
+    """
+    gpu, dot, what = resource.partition(".")
+    if dot:
+        part = topology.graph.nodes[gpu]["part"] if gpu in topology.graph else None
+        if what != "hbm" or isinstance(part, Switch) or part is None:
+            raise TopologyError(f"{topology.name}: no resource {resource!r}")
+        return part.hbm_bandwidth_gbps
+    return topology.link(resource).bandwidth_gbps
+
+
+def route(topology: Topology, src_rank: int, dst_rank: int) -> tuple[str, ...]:
+    """Ids of the directed link resources a byte crosses from src_rank to dst_rank.
+
+    Returns an empty tuple when both ranks are on the same GPU (loopback, or a rank
+    to itself): such traffic only touches that GPU's HBM.
+
+    Raises
+    ------
+    TopologyError
+        If a rank is out of range.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> route(minimal(4), 0, 3)
+    ('gpu0->switch', 'switch->gpu3')
+    >>> route(minimal(4, loopback=True), 0, 3)
+    ()
+    """
+    nodes = _path(topology, topology.gpu_of(src_rank).name, topology.gpu_of(dst_rank).name)
+    return tuple(f"{a}->{b}" for a, b in zip(nodes, nodes[1:]))
+
+
+def is_direct(topology: Topology, p: int, q: int) -> bool:
+    """True if rank p can load/store rank q's memory with no GPU in between.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> is_direct(minimal(4), 0, 3)
+    True
+    """
+    a, b = topology.gpu_of(p).name, topology.gpu_of(q).name
+    return a == b or b in _direct_gpus(topology, a)
+
+
+def is_fully_connected(topology: Topology) -> bool:
+    """True if every rank is a direct peer of every other rank.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> is_fully_connected(minimal(8))
+    True
+    """
+    others = {g.name for g in topology.gpus}
+    return all(_direct_gpus(topology, g.name) >= others - {g.name} for g in topology.gpus)
+
+
+def link_class(topology: Topology, p: int, q: int) -> str:
+    """Class of the first link from p to q (``"nvlink"``, ...); ``"hbm"`` on one GPU.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> link_class(minimal(2), 0, 1), link_class(minimal(2, loopback=True), 0, 1)
+    ('nvlink', 'hbm')
+    """
+    hops = route(topology, p, q)
+    return topology.link(hops[0]).link_class if hops else "hbm"
+
+
+def path_bandwidth_gbps(topology: Topology, p: int, q: int) -> float:
+    """Smallest link bandwidth on the route from p to q, in GB/s.
+
+    On one GPU the only resource crossed is its HBM, so that bandwidth is returned.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> path_bandwidth_gbps(minimal(4), 0, 1)
+    100.0
+    """
+    hops = route(topology, p, q)
+    if not hops:
+        return topology.gpu_of(p).hbm_bandwidth_gbps
+    return min(topology.link(h).bandwidth_gbps for h in hops)
+
+
+def path_latency_us(topology: Topology, p: int, q: int) -> float:
+    """Latency from p to q in microseconds: link latencies plus switch latencies.
+
+    GPUs relaying on the way add nothing here (the schedule pays for the relay);
+    two ranks on one GPU give 0.0.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> round(path_latency_us(minimal(4), 0, 1), 3)  # 2 x 0.05 link + 0.4 switch
+    0.5
+    """
+    nodes = _path(topology, topology.gpu_of(p).name, topology.gpu_of(q).name)
+    wires = sum((topology.graph.edges[a, b]["link"].latency_us for a, b in zip(nodes, nodes[1:])), 0.0)
+    parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
+    return wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+
+
+def direct_peers(topology: Topology, rank: int) -> tuple[int, ...]:
+    """Ranks other than ``rank`` that are direct peers of it, ascending.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> direct_peers(minimal(3), 1)
+    (0, 2)
+    """
+    return tuple(q for q in range(topology.world) if q != rank and is_direct(topology, rank, q))
+
+
+def ring_order(topology: Topology) -> tuple[int, ...]:
+    """A cycle through all ranks in which each rank is a direct peer of the next.
+
+    Rank order when the topology is fully connected; otherwise a depth-first search
+    from rank 0 trying peers in ascending order (deterministic).
+
+    Raises
+    ------
+    TopologyError
+        If no such cycle exists; names the rank where the search got stuck.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> ring_order(minimal(4))
+    (0, 1, 2, 3)
+    """
+    w = topology.world
+    if is_fully_connected(topology):
+        return tuple(range(w))
+    peers = {r: direct_peers(topology, r) for r in range(w)}
+    need = min(2, w - 1)
+    for r in range(w):
+        if len(peers[r]) < need:
+            raise TopologyError(
+                f"{topology.name}: no ring: rank {r} has {len(peers[r])} direct peer(s) {list(peers[r])}, needs {need}"
+            )
+    return _hamiltonian_cycle(topology.name, peers, w)
+
+
+def _hamiltonian_cycle(name: str, peers: dict[int, tuple[int, ...]], w: int) -> tuple[int, ...]:
+    """Iterative backtracking DFS from rank 0; raise naming the deepest stuck rank."""
+    path, on_path = [0], {0}
+    stack = [iter(peers[0])]
+    deepest, steps = (1, 0), 0
+    while stack and steps < _RING_SEARCH_BUDGET:
+        steps += 1
+        nxt = next((q for q in stack[-1] if q not in on_path), None)
+        if nxt is None:
+            on_path.discard(path.pop())
+            stack.pop()
+            continue
+        path.append(nxt)
+        on_path.add(nxt)
+        if len(path) == w and 0 in peers[nxt]:
+            return tuple(path)
+        deepest = max(deepest, (len(path), nxt))
+        stack.append(iter(peers[nxt]) if len(path) < w else iter(()))
+    how = "no cycle exists" if not stack else f"gave up after {steps} steps"
+    raise TopologyError(
+        f"{name}: no ring through direct peers ({how}); the search got stuck at rank {deepest[1]} "
+        f"after visiting {deepest[0]} of {w} ranks"
+    )
+
+
+def _direct_gpus(topology: Topology, gpu: str) -> frozenset[str]:
+    """GPUs reachable from ``gpu`` through switches only (cached on the topology)."""
+    key = ("direct", gpu)
+    if key not in topology._routes:
+        g, seen, todo = topology.graph, {gpu}, deque([gpu])
+        while todo:
+            node = todo.popleft()
+            if node != gpu and not isinstance(g.nodes[node]["part"], Switch):
+                continue  # a GPU ends the walk: it does not forward
+            for nxt in g.successors(node):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        gpus = {n for n in seen if not isinstance(g.nodes[n]["part"], Switch)}
+        topology._routes[key] = frozenset(gpus - {gpu})
+    return topology._routes[key]
+
+
+def _path(topology: Topology, a: str, b: str) -> tuple[str, ...]:
+    """Node sequence of the route a -> b (cached); switch-only paths when direct."""
+    if a == b:
+        return ()
+    key = ("path", a, b)
+    if key not in topology._routes:
+        full = topology.graph
+        g = full
+        if b in _direct_gpus(topology, a):
+            g = nx.subgraph_view(full, filter_node=lambda n: n in (a, b) or isinstance(full.nodes[n]["part"], Switch))
+        topology._routes[key] = _first_shortest_path(g, a, b)
+    return topology._routes[key]
+
+
+def _node_key(name: str) -> tuple[int, int, str]:
+    """Sort GPUs by index first, then switches by name."""
+    if name.startswith("gpu") and name[3:].isdigit():
+        return (0, int(name[3:]), "")
+    return (1, 0, name)
+
+
+def _first_shortest_path(g: nx.DiGraph, a: str, b: str) -> tuple[str, ...]:
+    """The shortest a -> b path whose node sequence sorts first under ``_node_key``."""
+    dist = nx.single_source_shortest_path_length(g.reverse(copy=False), b)
+    if a not in dist:
+        raise TopologyError(f"{g.graph.get('name', 'topology')}: no path from {a} to {b}")
+    path = [a]
+    while path[-1] != b:
+        here = path[-1]
+        closer = [n for n in g.successors(here) if dist.get(n) == dist[here] - 1]
+        path.append(min(closer, key=_node_key))
+    return tuple(path)

@@ -1,0 +1,33 @@
+"""Shared test helpers: random inputs per dtype and comparison with the semantic oracle."""
+import numpy as np
+
+from purlin.spec import evaluate
+
+
+def random_inputs(c, rng):
+    dt = c.dtype
+    out = []
+    for r in range(c.world):
+        n = c.input.nbytes(r) // dt.itemsize
+        if dt.name == "int32":
+            x = rng.integers(-(1 << 20), 1 << 20, n).astype(np.int32)
+        elif dt.accumulator is None:  # fp8: any byte pattern that is a finite value
+            x = rng.standard_normal(n).astype(np.float32).astype(dt.numpy)
+        else:
+            x = rng.standard_normal(n).astype(np.float32).astype(dt.numpy)
+        out.append(x.view(np.uint8))
+    return out
+
+
+def assert_matches(c, schedule, got, inputs):
+    """Bit-exact for copies and rank-ordered reductions; ring reductions round per hop."""
+    want = evaluate(c, inputs)
+    ring = schedule.policy.get("algorithm") == "ring" and c.is_reduce
+    for q in range(c.world):
+        if ring and c.dtype.is_float:
+            a = got[q].view(c.dtype.numpy).astype(np.float64)
+            b = want[q].view(c.dtype.numpy).astype(np.float64)
+            tol = 0.02 * c.world if c.dtype.itemsize == 2 else 1e-5
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"rank {q}")
+        else:
+            assert np.array_equal(got[q], want[q]), f"rank {q} differs from the spec"

@@ -1,0 +1,138 @@
+"""Structural tests: plans checked without running them."""
+import json
+import time
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from purlin.snac import Copy, Notify, Policy, PutPackets, Reduce, Wait, plan
+from purlin.snac.policy import codesign
+from purlin.snac.report import summarize
+from purlin.snac.serialize import digest, from_json, to_json
+from purlin.snac.verify import verify
+from purlin.spec import library
+from purlin.topology import load_topology, minimal
+
+
+def ops(s, kind):
+    return [(p, i) for p in s.programs for i in p.instrs if isinstance(i, kind)]
+
+
+def test_latency_all_gather_pushes_w_times_w_minus_1_packets():
+    s = plan(library.all_gather(4, 1024), policy=Policy(regime="latency", chunk_nbytes=1024))
+    puts = ops(s, PutPackets)
+    assert len(puts) == 4 * 3
+    assert {(p.rank, i.dst.rank) for p, i in puts} == {(a, b) for a in range(4) for b in range(4) if a != b}
+    assert s.staging_nbytes == 0 and s.packets_nbytes == 3 * 1024
+    assert not ops(s, Wait) and not ops(s, Notify)   # the flag travels in the packet
+
+
+def test_throughput_stages_locally_and_consumers_pull():
+    s = plan(library.all_gather(4, 4096), policy=Policy(regime="throughput", chunk_nbytes=1024))
+    for p, c in ops(s, Copy):
+        if p.role == "put":
+            assert c.src.rank == p.rank and all(d.rank == p.rank for d in c.dsts)  # stage is local
+        else:
+            assert c.src.buffer == "staging" and c.src.rank != p.rank and c.dsts[0].rank == p.rank
+    assert sum(c.nbytes for p, c in ops(s, Copy) if p.role == "consume") == 4 * 3 * 4096
+
+
+def test_two_shot_allreduce_reduces_each_byte_once():
+    w, n = 8, 1 << 20
+    s = plan(library.all_reduce(w, n), policy=Policy(regime="throughput", algorithm="two_shot"))
+    red = ops(s, Reduce)
+    assert sum(r.nbytes for _, r in red) == n          # each byte reduced once, by its owner
+    assert all(len(r.srcs) == w for _, r in red)
+    assert all([x.rank for x in r.srcs] == list(range(w)) for _, r in red)  # rank order
+    one = plan(library.all_reduce(w, n), policy=Policy(regime="throughput", algorithm="one_shot"))
+    assert sum(r.nbytes for _, r in ops(one, Reduce)) == w * n
+
+
+def test_direct_reduce_broadcast_stores_to_every_holder():
+    s = plan(library.all_reduce(4, 4096), policy=Policy(regime="direct", algorithm="two_shot"))
+    for _, r in ops(s, Reduce):
+        assert sorted(d.rank for d in r.dsts) == [0, 1, 2, 3]
+    assert s.staging_nbytes == 0
+
+
+def test_ring_touches_only_neighbours():
+    t = load_topology("mesh-2d-16")
+    s = plan(library.all_reduce(16, 16 * 256), t)
+    from purlin.topology import is_direct
+    for p in s.programs:
+        for ins in p.instrs:
+            refs = getattr(ins, "srcs", None) or (getattr(ins, "src", None),)
+            for r in list(refs) + list(getattr(ins, "dsts", ())):
+                if r is not None and r.rank != p.rank:
+                    assert is_direct(t, p.rank, r.rank)
+
+
+def test_cta_budget_is_honoured():
+    for budget in (1, 2, 5, 64):
+        s = plan(library.all_reduce(4, 1 << 20), cta_budget=budget)
+        assert s.max_ctas() <= budget
+        assert all(p.cta < budget for p in s.programs)
+
+
+def test_staging_cycles_with_drain_signals():
+    s = plan(library.all_gather(2, 1 << 16), policy=Policy(regime="throughput", chunk_nbytes=1024,
+                                                           staging_nbytes=4096))
+    assert s.staging_nbytes == 4096
+    puts = [p for p in s.programs if p.role == "put"]
+    assert any(isinstance(i, Wait) for p in puts for i in p.instrs)  # drains before reuse
+
+
+def test_plan_is_pure_and_byte_identical():
+    c = library.all_to_all_v(5, [library.v_splits(5, 4096, seed=r) for r in range(5)])
+    a, b = plan(c), plan(c)
+    assert to_json(a) == to_json(b) and digest(a) == digest(b)
+
+
+def test_serialise_roundtrip_is_identity():
+    for pol in ("latency", "throughput", "direct"):
+        s = plan(library.all_reduce(3, 3 * 256, "bf16"), policy=Policy(regime=pol))
+        back = from_json(to_json(s))
+        assert back == s and to_json(back) == to_json(s)
+        verify(back)
+
+
+def test_golden_schedule_unchanged():
+    """A small plan kept as JSON; a diff here means the planner's output changed."""
+    import pathlib
+    golden = pathlib.Path(__file__).parent.parent / "data" / "allgather-w3-throughput.json"
+    s = plan(library.all_gather(3, 64), policy=Policy(regime="throughput", chunk_nbytes=32))
+    assert json.loads(to_json(s)) == json.loads(golden.read_text())
+
+
+def test_codesign_table():
+    assert codesign("all_reduce", 2, 512 << 10, is_reduce=True).regime == "latency"
+    assert codesign("all_reduce", 8, 256 << 10, is_reduce=True).regime == "throughput"
+    assert codesign("all_gather", 8, 1 << 30).chunk_nbytes == 4 << 20
+    assert codesign("all_gather", 16, 1 << 20, fully_connected=False).algorithm == "ring"
+
+
+def test_summary_counts_bytes_per_link_class():
+    t = load_topology("hgx-h200-8")
+    s = plan(library.all_gather(8, 1 << 20), t, Policy(regime="throughput"))
+    d = summarize(s, t)
+    assert d["roles"]["consume"]["bytes"]["nvlink read"] == 8 * 7 * (1 << 20)
+
+
+def test_speed_8_rank_1gib_allreduce_and_72_rank_alltoallv():
+    t0 = time.perf_counter()
+    plan(library.all_reduce(8, 1 << 30), load_topology("hgx-h200-8"))
+    t1 = time.perf_counter()
+    plan(library.from_size("all_to_all_v", 72, 64 << 20), load_topology("gb200-nvl72"))
+    t2 = time.perf_counter()
+    assert t1 - t0 < 2.0 and t2 - t1 < 2.0, (t1 - t0, t2 - t1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(w=st.integers(1, 9), n=st.integers(1, 40), name=st.sampled_from(library.ALL),
+       regime=st.sampled_from(["latency", "throughput", "direct"]),
+       algorithm=st.sampled_from(["one_shot", "two_shot"]), budget=st.integers(1, 8))
+def test_property_every_plan_verifies(w, n, name, regime, algorithm, budget):
+    c = library.from_size(name, w, 16 * n * w)
+    s = plan(c, minimal(w), Policy(regime=regime, algorithm=algorithm, chunk_nbytes=64), budget)
+    verify(s)
+    assert from_json(to_json(s)) == s
