@@ -10,31 +10,9 @@ import sys
 from typing import Sequence
 
 from purlin.errors import PurlinError
+from purlin.sim.predict import parse_size, parse_sizes
 
-SIZES_HELP = "sizes as MIN:MAX (doubling) or a comma list, with K/M/G suffixes (e.g. 1K:1G)"
-
-
-def parse_size(text: str) -> int:
-    """'64K' -> 65536; plain ints pass through."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    try:
-        return int(float(t[:-1] if mult > 1 else t) * mult)
-    except ValueError:
-        raise PurlinError(f"size {text!r}: expected a number with an optional K/M/G suffix") from None
-
-
-def parse_sizes(text: str) -> list[int]:
-    if ":" in text:
-        lo, hi = (parse_size(x) for x in text.split(":", 1))
-        if lo <= 0 or hi < lo:
-            raise PurlinError(f"sizes {text!r}: need 0 < MIN <= MAX")
-        out = []
-        while lo <= hi:
-            out.append(lo)
-            lo *= 2
-        return out
-    return [parse_size(x) for x in text.split(",") if x]
+SIZES_HELP = "sizes as LO:HI[:FACTOR] or a comma list, with K/M/G suffixes (e.g. 1K:1G)"
 
 
 def parse_policy(args: argparse.Namespace):
@@ -120,11 +98,86 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_sim_verbs(sub) -> None:
-    try:
-        from purlin.sim import cli as sim_cli
-    except ImportError:  # the simulator is optional at import time
-        return
-    sim_cli.add_verbs(sub, _common, parse_sizes, parse_policy)
+    p = sub.add_parser("sim", help="predict collectives on a topology (nccl-tests-style table)")
+    p.add_argument("collectives", nargs="*", help="library names; default: the seven Purlin collectives")
+    p.add_argument("--sizes", "-s", default="1K:1G", help=SIZES_HELP)
+    p.add_argument("--calibration", help="GPU kind or calibration JSON (default: the topology's)")
+    p.add_argument("--trace", metavar="FILE", help="Perfetto trace of one call at the largest size")
+    p.add_argument("--plot", metavar="FILE", help="bandwidth-vs-size PNG")
+    p.add_argument("--gantt", metavar="FILE", help="timeline PNG of one call at the largest size")
+    _common(p)
+    p.set_defaults(func=cmd_sim, topology="hgx-h200-8")
+    p = sub.add_parser("sweep", help="sweep policies x sizes x topologies; pick the best per size band")
+    p.add_argument("collectives", nargs="+")
+    p.add_argument("--topologies", "-T", default="hgx-h200-8", help="comma list of topologies")
+    p.add_argument("--sizes", "-s", default="1K:1G:4", help=SIZES_HELP)
+    p.add_argument("--try", dest="tries", action="append", metavar="KEY=VALUE[,...]",
+                   help="a policy to try (repeat); default: every regime")
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--table", metavar="FILE", help="write the best-policy table (planner input)")
+    p.add_argument("--plot", metavar="FILE")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--dtype", default="fp32")
+    p.add_argument("--op", default="add")
+    p.set_defaults(func=cmd_sweep)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from purlin.sim import format_table, plot_bandwidth, plot_timeline, predict, simulate_collective
+    from purlin.spec import library
+    names = args.collectives or list(library.PURLIN_SEVEN)
+    pol = parse_policy(args)
+    sizes = parse_sizes(args.sizes)
+    world = args.world if "loopback" in str(args.topology) else None
+    all_rows = []
+    for name in names:
+        rows = predict(name, args.topology, sizes, pol, dtype=args.dtype, op=args.op,
+                       calibration=args.calibration, world=world, cta_budget=args.ctas)
+        print(f"# {library.canonical(name)} on {args.topology}")
+        print(format_table(rows))
+        all_rows += rows
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(all_rows, f, indent=1)
+    if args.plot:
+        plot_bandwidth(all_rows, args.plot)
+    if args.trace or args.gantt:
+        r = simulate_collective(names[0], args.topology, sizes[-1], pol, dtype=args.dtype,
+                                op=args.op, calibration=args.calibration, world=world,
+                                cta_budget=args.ctas)
+        if args.trace:
+            r.write_trace(args.trace)
+        if args.gantt:
+            plot_timeline(r, args.gantt)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from purlin.sim import sweep
+    from purlin.snac.policy import Policy
+    tries = [None] if not args.tries else []
+    for t in args.tries or []:
+        fields = dict(item.split("=", 1) for item in t.split(",") if "=" in item)
+        tries.append(Policy.from_dict({k: _value(v) for k, v in fields.items()}))
+    if tries == [None]:
+        tries = [Policy(regime=r) for r in ("latency", "throughput", "direct")]
+    topos = [t for t in args.topologies.split(",") if t]
+    res = sweep(args.collectives, parse_sizes(args.sizes), topos, tries, dtype=args.dtype,
+                op=args.op, plot=args.plot, max_workers=args.workers)
+    print(res.table())
+    tables = [res.best_policy_table(t, c) for t in topos for c in args.collectives]
+    for tb in tables:
+        print(f"# best per size band: {tb['collective']} on {tb['topology']}")
+        for band in tb["bands"]:
+            default = Policy().to_dict()
+            changed = {k: v for k, v in band["policy"].items() if default.get(k) != v}
+            print(f"#   <= {band['max_nbytes']:>12} B  {changed or 'codesign default'}")
+    if args.table:
+        with open(args.table, "w") as f:
+            json.dump(tables, f, indent=1)
+    if args.json:
+        res.to_json(args.json)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,11 +56,17 @@ class AtomCost:
     op_start_us : float
         Start-up cost of one Copy/Reduce/PutPackets before bytes move (pipeline fill,
         address setup; for ``ce`` the DMA submission).
+    wire_efficiency : float
+        Fraction of a link's bandwidth this Atom's traffic attains (0 < x <= 1): each
+        payload byte costs ``1 / wire_efficiency`` bytes of link capacity. 1.0 keeps the
+        topology's effective bandwidth; in-switch reduction pays multicast/reduce
+        protocol overhead on top of it.
     """
 
     cta_local_gbps: float
     cta_remote_gbps: float
     op_start_us: float
+    wire_efficiency: float
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ class Calibration:
     ce: AtomCost
     switch: AtomCost
     provenance: dict = field(default_factory=dict, compare=False, repr=False)
-    path: str = "<code>"
+    path: str = field(default="<code>", compare=False)
 
     def atom(self, kind: str) -> AtomCost:
         """The :class:`AtomCost` of Atom ``kind`` (sm, tma, ce, switch)."""
@@ -128,7 +134,9 @@ _TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "hbm_efficiency", "
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""
-_POSITIVE = {"hbm_efficiency", "link_efficiency"} | {k for k in PARAMETERS if k.endswith("_gbps")}
+_POSITIVE = ({"hbm_efficiency", "link_efficiency"}
+             | {k for k in PARAMETERS if k.endswith(("_gbps", "_efficiency"))})
+_AT_MOST_ONE = {k for k in PARAMETERS if k.endswith("_efficiency")}
 
 
 def to_values(cal: Calibration) -> dict[str, float]:
@@ -214,16 +222,17 @@ def to_dict(cal: Calibration) -> dict:
 
 
 def calibration_dirs() -> list[Path]:
-    """Where calibration files are looked for: the installed package data, then the
-    source tree's ``topologies/calibration``."""
+    """Where calibration files are looked for: ``calibration/`` under the topology data
+    root (installed package data or the source tree's ``topologies/``), then the source
+    tree's ``topologies/calibration``."""
     dirs = []
     try:
-        from importlib.resources import files
-        dirs.append(Path(str(files("purlin.data.topologies"))) / "calibration")
-    except (ModuleNotFoundError, TypeError):
+        from purlin.topology import data_root
+        dirs.append(Path(str(data_root())) / "calibration")
+    except (ImportError, TypeError):  # pragma: no cover
         pass
     dirs.append(Path(__file__).resolve().parents[2] / "topologies" / "calibration")
-    return dirs
+    return list(dict.fromkeys(dirs))
 
 
 def available_calibrations() -> tuple[str, ...]:
@@ -276,8 +285,9 @@ def _check_keys(where: str, keys: set) -> None:
 def _check_value(where: str, key: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise CalibrationError(f"{where}: parameters.{key}.value: must be a finite number, got {v!r}")
-    if v < 0 or (key in _POSITIVE and v == 0):
+    if v < 0 or (key in _POSITIVE and v == 0) or (key in _AT_MOST_ONE and v > 1):
         bound = "> 0" if key in _POSITIVE else ">= 0"
+        bound += " and <= 1" if key in _AT_MOST_ONE else ""
         raise CalibrationError(f"{where}: parameters.{key}.value: must be {bound}, got {v!r}")
     return float(v)
 

@@ -28,7 +28,7 @@ from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.result import SimResult
 from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets
-from purlin.topology import Topology, load_topology
+from purlin.topology import Topology, load_topology, minimal
 
 try:
     import simpy
@@ -95,8 +95,11 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
 def _topology(schedule: Schedule, topology: Topology | str | None) -> Topology:
     if isinstance(topology, Topology):
         return topology
-    name = topology or schedule.topology
-    return load_topology(name, world=schedule.world if "loopback" in str(name) else None)
+    name = str(topology or schedule.topology)
+    loopback = "loopback" in name
+    if name == "minimal" or name.startswith("minimal-"):  # built in code by the planner
+        return minimal(schedule.world, loopback=loopback)
+    return load_topology(name, world=schedule.world if loopback else None)
 
 
 def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calibration:

@@ -20,10 +20,14 @@ time). How an instruction maps on them, for an issuing CTA on rank ``c``:
 - PutPackets: as an ``sm`` push, but the wire and the packet window carry 16 bytes per
   8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
 
+Each link weight is divided by the Atom's ``wire_efficiency`` (protocol overhead, e.g.
+of in-switch reduction); HBM weights are not.
+
 CTA cap: a CTA moves one stream per source; a stream runs at the Atom's
 ``cta_local_gbps`` if it stays on the CTA's GPU and ``cta_remote_gbps`` if it or the
 store it feeds crosses a link; each extra destination (a broadcast store) is one more
-stream. The streams of one instruction run one after the other in the CTA's loop, so
+stream for ``sm``/``tma`` (a multicast store of ``switch`` is one stream). The streams
+of one instruction run one after the other in the CTA's loop, so
 the cap is ``1 / sum(1 / stream rate)``: a Reduce of k remote sources runs at
 ``cta_remote_gbps / k`` in output bytes.
 """
@@ -37,7 +41,7 @@ import numpy as np
 from purlin.errors import ScheduleError
 from purlin.sim.calibration import AtomCost, Calibration
 from purlin.snac.ir import Copy, PutPackets, Reduce
-from purlin.topology import Switch, Topology, hbm_resource, path_latency_us, route
+from purlin.topology import Switch, Topology, hbm_resource, is_direct, path_latency_us, route
 
 PACKET_WIRE_FACTOR = 2.0
 """Wire bytes per payload byte of a packet: 8 data + 8 flag bytes per 16-byte packet
@@ -168,6 +172,16 @@ class Fabric:
             raise ScheduleError(f"{where}: unknown Atom {atom!r}; known: sm, tma, ce, switch")
         if not dsts:
             raise ScheduleError(f"{where}: instruction has no destination")
+        if kind == "R" and atom == "ce":
+            raise ScheduleError(f"{where}: a copy engine cannot Reduce (Atom 'ce' is for Copy)")
+        pairs = ([(s, d) for s in srcs for d in dsts] if atom == "ce"
+                 else [(s, c) for s in srcs] + [(c, d) for d in dsts])
+        for p, q in pairs:
+            if not is_direct(self.topology, p, q):
+                raise ScheduleError(
+                    f"{where}: ranks {p} and {q} are not direct peers on topology "
+                    f"{self.topology.name} (the route crosses another GPU, and GPUs do not "
+                    "forward); a schedule must relay through staging")
         cost: AtomCost = self.cal.atom(atom)
         load: dict[int, float] = defaultdict(float)
         wire = PACKET_WIRE_FACTOR if kind == "P" else 1.0
@@ -212,9 +226,14 @@ class Fabric:
                 for r in self.route(c, d):
                     load[r] += wire
             load[self._hbm[d]] += wire
-        if atom != "ce":
+        if atom in ("sm", "tma"):  # a multicast store (switch) or a DMA (ce) is one stream
             stream_rates += [cost.cta_remote_gbps if far else cost.cta_local_gbps
                              for far in remote_dst[1:]]
+        if cost.wire_efficiency != 1.0:  # protocol overhead on links, not on HBM
+            hbm = set(self._hbm)
+            for r in load:
+                if r not in hbm:
+                    load[r] /= cost.wire_efficiency
         per_byte_us = sum(wire / (g * GBPS_TO_BPUS) for g in stream_rates)
         if kind == "P":
             post += self.cal.signal_latency_us

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Sequence
 from purlin.errors import SpecError
 from purlin.sim.calibration import Calibration
 from purlin.sim.engine import simulate
+from purlin.sim.result import SimResult
 from purlin.spec import library
 from purlin.topology import Topology, load_topology
 
@@ -72,6 +73,28 @@ def resolve_topology(topology: Topology | str, world: int | None = None) -> Topo
     return load_topology(topology, world=world)
 
 
+def simulate_collective(collective: str, topology: Topology | str, size: int | str,
+                        policy: Any = None, *, dtype: str = "fp32", op: str = "add",
+                        calibration: Calibration | str | None = None, world: int | None = None,
+                        cta_budget: int = 64, record: bool = True) -> SimResult:
+    """Plan and simulate one library collective at one nccl-tests ``size``; the full
+    :class:`SimResult` (timeline, trace, utilisation), e.g. for ``--trace``/``--gantt``.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> r = simulate_collective("all_reduce", minimal(4), "64K", calibration="synthetic")
+    >>> r.size, r.row()["redop"]
+    (65536, 'add')
+    """
+    from purlin.snac import plan  # the planner; imported here so `purlin.sim` loads fast
+
+    topo = resolve_topology(topology, world)
+    c = library.from_size(collective, topo.world, parse_size(size), dtype, op)
+    return simulate(plan(c, topo, policy, cta_budget=cta_budget), topo, calibration,
+                    record=record)
+
+
 def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str] | str,
             policy: Any = None, *, dtype: str = "fp32", op: str = "add",
             calibration: Calibration | str | None = None, world: int | None = None,
@@ -106,17 +129,13 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
     >>> [r["size"] for r in rows], rows[0]["time_us"] > 0
     ([1024, 4096], True)
     """
-    from purlin.snac import plan  # the planner; imported here so `purlin.sim` loads fast
-
     topo = resolve_topology(topology, world)
     if isinstance(sizes, str):
         sizes = parse_sizes(sizes)
-    rows = []
-    for size in sizes:
-        c = library.from_size(collective, topo.world, parse_size(size), dtype, op)
-        schedule = plan(c, topo, policy, cta_budget=cta_budget)
-        rows.append(simulate(schedule, topo, calibration, record=False).row())
-    return rows
+    return [simulate_collective(collective, topo, size, policy, dtype=dtype, op=op,
+                                calibration=calibration, cta_budget=cta_budget,
+                                record=False).row()
+            for size in sizes]
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

@@ -57,8 +57,10 @@ class SimResult:
     records : list
         Raw timeline tuples; see :attr:`timeline` for :class:`OpRecord` objects.
     utilisation : dict
-        Resource id -> ``{"bytes", "capacity_gbps", "busy_fraction"}``, where
-        busy_fraction = bytes carried / (capacity x time_us) (the mean load).
+        Resource id -> ``{"bytes", "capacity_gbps", "busy_fraction"}``: ``bytes`` is
+        the capacity consumed (wire bytes: packet flags and an Atom's wire overhead
+        included; HBM reads and writes together), busy_fraction = bytes / (capacity x
+        time_us), the mean load over the call.
     stats : dict
         Engine figures: wall_s, events, flows, recomputes, instructions, events_per_s.
     """

@@ -86,19 +86,35 @@ class Packets:
 
 
 class Ctas:
-    """Round-robin CTA choice per rank and pool. ``put`` takes the first ``put`` CTAs; every
-    other pool (consume, reduce, tail, relay) cycles over the consumer CTAs with its own
-    counter, so each role spreads evenly. Roles then fold into the CTA budget."""
+    """CTA choice per rank. ``put`` work cycles over the first ``put`` CTAs. Consumer work
+    cycles over the consumer CTAs; pulls name their source ``peer`` and get a group of CTAs
+    of their own (Purlin's per-peer split), so no source's link is crowded while another
+    idles. With ``split_tail``, all-gather tails get the upper half of the consumer CTAs,
+    so a tail waiting on another rank never delays this rank's own reductions. Roles then
+    fold into the CTA budget."""
 
-    def __init__(self, world: int, put: int, consumer: int, budget: int):
-        self.put, self.consumer, self.budget = put, consumer, budget
-        self.turn: dict[tuple[int, str], int] = {}
+    def __init__(self, world: int, put: int, consumer: int, budget: int, split_tail: bool = False):
+        self.world, self.put, self.consumer, self.budget = world, put, consumer, budget
+        self.split_tail = split_tail and consumer > 1
+        self.turn: dict[tuple, int] = {}
 
-    def pick(self, rank: int, pool: str) -> int:
-        k = self.turn.get((rank, pool), 0)
-        self.turn[(rank, pool)] = k + 1
-        cta = k % self.put if pool == "put" else self.put + k % self.consumer
-        return cta % self.budget
+    def pick(self, rank: int, pool: str, peer: int | None = None) -> int:
+        key = (rank, pool, peer)
+        k = self.turn.get(key, 0)
+        self.turn[key] = k + 1
+        if pool == "put":
+            return (k % self.put) % self.budget
+        base, size = 0, self.consumer
+        if self.split_tail:
+            half = self.consumer // 2
+            base, size = (half, self.consumer - half) if pool == "tail" else (0, half)
+        if peer is not None and self.world > 1:
+            slot = (peer - rank - 1) % self.world      # 0..W-2 for the other ranks
+            group = max(1, size // (self.world - 1))
+            idx = (slot * group + k % group) % size
+        else:
+            idx = k % size
+        return (self.put + base + idx) % self.budget
 
 
 @dataclass
@@ -196,7 +212,7 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
                 continue
             slot = stager.stage(_in(src, off), n, also=local)
             for h in remote:
-                ops.append(Op(h.rank, ctas.pick(h.rank, "consumer"), "consume", "copy", (slot,),
+                ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy", (slot,),
                               (_out(h, off),), n))
         return ops, staging
     for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
@@ -207,7 +223,7 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
         cta = ctas.pick(owner.rank, "consumer")
         ops.append(Op(owner.rank, cta, "reduce", "reduce", srcs, dsts, n))
         for h in others:
-            ops.append(Op(h.rank, ctas.pick(h.rank, "tail"), "tail", "copy", (dsts[1],),
+            ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy", (dsts[1],),
                           (_out(h, off),), n))
     return ops, staging
 
@@ -252,7 +268,7 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
                                   (_in(src, off),), (_out(h, off),), n))
                 else:
                     w = push(_in(src, off), h.rank, n)
-                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer"), "consume", "copy", (w,),
+                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy", (w,),
                                   (_out(h, off),), n))
         return ops, max(win.used)
     for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
@@ -264,7 +280,7 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
             for h in g.holders:
                 if h.rank != owner.rank:
                     w = push(_out(owner, off), h.rank, n, cta=cta)
-                    ops.append(Op(h.rank, ctas.pick(h.rank, "tail"), "tail", "copy", (w,),
+                    ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy", (w,),
                                   (_out(h, off),), n))
     return ops, max(win.used)
 

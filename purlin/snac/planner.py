@@ -11,7 +11,7 @@ from typing import Any
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac.ir import Schedule
-from purlin.snac.policy import Policy, codesign
+from purlin.snac.policy import Policy, codesign, from_table
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
 from purlin.topology import Topology, is_direct, is_fully_connected, load_topology, minimal, ring_order
@@ -30,21 +30,26 @@ def resolve_topology(topology: Topology | str | None, world: int) -> Topology:
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
-                   cta_budget: int) -> Policy:
-    """Fill the policy's auto fields from the codesign table."""
+                   cta_budget: int, table=None) -> Policy:
+    """Fill the policy's auto fields: from a sweep's table when one covers the case,
+    else from the codesign table."""
     if isinstance(policy, dict):
         policy = Policy.from_dict(policy)
-    policy = (policy or Policy()).check()
     nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
+    if policy is None and table is not None:
+        policy = from_table(table, c.name, topology.name, nbytes)
+    policy = (policy or Policy()).check()
     return codesign(c.name, c.world, nbytes, is_fully_connected(topology), cta_budget,
                     c.is_reduce, policy)
 
 
 def plan(collective: Collective, topology: Topology | str | None = None,
          policy: Policy | dict | None = None, cta_budget: int = 64,
-         check: bool = True) -> Schedule:
+         check: bool = True, table=None) -> Schedule:
     """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
     per rank. The schedule is verified before it is returned (``check=False`` skips it).
+    ``table``: a sweep's best-policy table (:func:`purlin.sim.best_policy_table`), used
+    when no ``policy`` is given.
 
     Examples
     --------
@@ -56,7 +61,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     if cta_budget < 1:
         raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
     topo = resolve_topology(topology, collective.world)
-    pol = resolve_policy(collective, topo, policy, cta_budget)
+    pol = resolve_policy(collective, topo, policy, cta_budget, table)
     c = collective.validate(pol.align)
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
@@ -69,7 +74,9 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     if pol.atom == "switch" and not (c.is_reduce and pol.regime == "direct"):
         raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
                         "'direct' regime")
-    ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas, min(cta_budget, pol.put_ctas + pol.consumer_ctas))
+    two_shot = c.is_reduce and pol.algorithm == "two_shot"
+    ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
+                   min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=two_shot)
     gs = df.groups(c)
     staging = packets = 0
     chunk = pol.chunk_nbytes

@@ -88,6 +88,21 @@ class Policy:
         return replace(self, **changes).check()
 
 
+def from_table(tables, collective: str, topology: str, nbytes: int) -> Policy | None:
+    """The policy a sweep found best for this size band (``best_policy_table`` output:
+    ``{"topology", "collective", "bands": [{"max_nbytes", "policy"}]}``, or a list of them).
+    None when no table covers the case."""
+    for t in [tables] if isinstance(tables, Mapping) else list(tables or ()):
+        if t.get("collective") != collective or t.get("topology") not in (topology, None):
+            continue
+        for band in sorted(t["bands"], key=lambda b: b["max_nbytes"]):
+            if nbytes <= band["max_nbytes"]:
+                return Policy.from_dict(band["policy"])
+        if t["bands"]:
+            return Policy.from_dict(max(t["bands"], key=lambda b: b["max_nbytes"])["policy"])
+    return None
+
+
 # ---- the codesign table -----------------------------------------------------------
 # Latency-regime thresholds for AllReduce by world (Purlin: 512 KiB at W=2, 256 KiB at
 # W=4, 128 KiB at W=8 and beyond); other collectives switch to throughput at 64 KiB per
@@ -96,10 +111,13 @@ LATENCY_MAX_ALLREDUCE = ((2, 512 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB))
 LATENCY_MAX_OTHER = 64 * KiB
 # Chunk by per-rank payload: small chunks pipeline short messages, big ones cut overhead.
 CHUNK_BY_SIZE = ((8 * MiB, 512 * KiB), (128 * MiB, 1 * MiB), (1 << 62, 4 * MiB))
+MIN_CHUNK = 16 * KiB
 # Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds.
 LATENCY_CHUNK = (1 * KiB, 64 * KiB)
 # CTAs per role by regime: (put, consumer). Purlin: 16-32 put, 16-32 consumer, <= 64.
-CTAS = {"latency": (4, 4), "throughput": (16, 16), "direct": (16, 16)}
+# 28 consumers split evenly over 7 peers at W=8 (the simulator showed uneven splits crowd
+# one source's link).
+CTAS = {"latency": (8, 16), "throughput": (16, 28), "direct": (16, 16)}
 
 
 def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
@@ -132,11 +150,15 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
             algorithm = "one_shot"
     put = base.put_ctas or CTAS[regime][0]
     cons = base.consumer_ctas or CTAS[regime][1]
-    if regime == "latency":  # split small payloads so every consumer CTA gets a share
-        share = -(-nbytes // cons // base.align) * base.align
-        chunk = base.chunk_nbytes or min(max(LATENCY_CHUNK[0], share), LATENCY_CHUNK[1])
+    # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
+    # among its reducers), within the bounds of the regime.
+    ways = max(1, world * cons // 2) if is_reduce and algorithm == "two_shot" else cons
+    share = -(-nbytes // ways // base.align) * base.align
+    if regime == "latency":
+        lo, hi = LATENCY_CHUNK
     else:
-        chunk = base.chunk_nbytes or next(c for limit, c in CHUNK_BY_SIZE if nbytes <= limit)
+        lo, hi = MIN_CHUNK, next(c for limit, c in CHUNK_BY_SIZE if nbytes <= limit)
+    chunk = base.chunk_nbytes or min(max(lo, share), hi)
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
         if put >= cons:
             put = max(1, put // 2)

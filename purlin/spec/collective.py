@@ -23,7 +23,7 @@ class Collective:
     Examples
     --------
     >>> from purlin.spec.layout import packed
-    >>> c = Collective("allgather", packed(2, 8, name="{r}"), Layout.of([[("0", 8), ("1", 8)]] * 2))
+    >>> c = Collective("allgather", packed(2, 16, name="{r}"), Layout.of([[("0", 16), ("1", 16)]] * 2))
     >>> c.validate().is_reduce
     False
     """

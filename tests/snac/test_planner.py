@@ -136,3 +136,14 @@ def test_property_every_plan_verifies(w, n, name, regime, algorithm, budget):
     s = plan(c, minimal(w), Policy(regime=regime, algorithm=algorithm, chunk_nbytes=64), budget)
     verify(s)
     assert from_json(to_json(s)) == s
+
+
+def test_planner_uses_a_sweep_table():
+    table = {"topology": "minimal-4", "collective": "all_gather",
+             "bands": [{"max_nbytes": 4096, "policy": {"regime": "direct"}},
+                       {"max_nbytes": 1 << 40, "policy": {"regime": "throughput", "chunk_nbytes": 2048}}]}
+    small = plan(library.all_gather(4, 256), table=table)
+    big = plan(library.all_gather(4, 8192), table=table)
+    assert small.policy["regime"] == "direct"
+    assert big.policy["regime"] == "throughput" and big.policy["chunk_nbytes"] == 2048
+    assert plan(library.all_reduce(4, 256), table=table).policy["regime"] == "latency"  # not covered

@@ -124,11 +124,10 @@ __device__ void watchdog_fire(const Watch& w, int kind, i64 where, u64 want, u64
 }
 
 // Spin until the packet at physical address p carries ``tag``; returns false on abort.
-__device__ __forceinline__ bool wait_packet(const char* p, u32 tag, u32& lo, u32& hi,
-                                            const Watch& w, i64 where) {
+// The first look is inline; the spin itself is out of line to keep the unrolled loops small.
+__device__ __noinline__ bool wait_packet_slow(const char* p, u32 tag, u32& lo, u32& hi,
+                                              const Watch& w, i64 where) {
   u32 t0, t1;
-  ld_packet(p, lo, t0, hi, t1);
-  if (t0 == tag && t1 == tag) return true;
   u64 start = globaltimer();
   for (u32 spins = 1;; ++spins) {
     ld_packet(p, lo, t0, hi, t1);
@@ -142,6 +141,13 @@ __device__ __forceinline__ bool wait_packet(const char* p, u32 tag, u32& lo, u32
       }
     }
   }
+}
+__device__ __forceinline__ bool wait_packet(const char* p, u32 tag, u32& lo, u32& hi,
+                                            const Watch& w, i64 where) {
+  u32 t0, t1;
+  ld_packet(p, lo, t0, hi, t1);
+  if (t0 == tag && t1 == tag) return true;
+  return wait_packet_slow(p, tag, lo, hi, w, where);
 }
 
 // Load V payload bytes at payload offset ``off`` (V-aligned) of a packet window.
@@ -283,8 +289,8 @@ __device__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc,
   typedef typename T::A A;
   const int WORDS = V / 4;
   const int E = WORDS * T::EPW;          // elements per vector
-  const int U = V == 16 ? 2 : 1;         // vectors per thread per step
-  const int B = 8;                       // sources loaded together
+  const int U = (V == 16 && !PKT) ? 2 : 1;   // vectors per thread per step
+  const int B = V == 4 ? 1 : 8;              // sources loaded together
   const i64 nv = nbytes / V;
   bool ok = true;
   for (i64 i = threadIdx.x; i < nv; i += (i64)blockDim.x * U) {

@@ -1,0 +1,199 @@
+"""The engine on tiny hand-made schedules, with exact expected times.
+
+minimal(2): 100 GB/s links (1e5 B/us), 0.05 us per link + 0.4 us switch = 0.5 us path
+latency, 1 TB/s HBM. Calibration from conftest: launch 1, op start 0.2, signal 0.5,
+notify issue 0.1, CTA caps out of the way unless a test lowers them.
+"""
+import json
+
+import pytest
+
+from purlin.errors import Deadlock, ScheduleError
+from purlin.sim import simulate
+from purlin.snac.ir import (INSTRUCTIONS, Copy, Notify, Program, PutPackets, Reduce, Ref, Wait,
+                            WaitPackets)
+from purlin.topology import minimal
+
+from tests.sim.simkit import MB, pull_copy, round_calibration, schedule
+
+
+def test_pull_copy_1mb_over_100gbps_is_10us_plus_latencies(cal):
+    r = simulate(pull_copy(), minimal(2), cal)
+    t = {(x.rank, x.instr): (x.start_us, x.end_us) for x in r.timeline}
+    assert t[(0, 0)] == pytest.approx((1.0, 3.2))     # local copy: HBM read+write at 1 TB/s
+    assert t[(0, 1)] == pytest.approx((3.2, 3.3))     # notify issue
+    assert t[(1, 0)] == pytest.approx((1.0, 4.3))     # flag lands 0.5 signal + 0.5 path later
+    # pull: 0.2 start + 1.0 round trip + 1 MB / 100 GB/s = 10 us
+    assert t[(1, 1)] == pytest.approx((4.3, 4.3 + 0.2 + 1.0 + 10.0))
+    assert r.time_us == pytest.approx(15.5)
+    u = r.utilisation
+    assert u["gpu0->switch"]["bytes"] == pytest.approx(MB)
+    assert u["switch->gpu1"]["busy_fraction"] == pytest.approx(MB / (100e9 * 15.5e-6))
+    assert u["gpu1->switch"]["bytes"] == 0.0
+
+
+def _two_pulls(atoms=("sm", "sm")):
+    progs = [Program(1, k, "consume", (Copy(Ref(0, "input", 0), (Ref(1, "output", k * MB),), MB,
+                                            atom),))
+             for k, atom in enumerate(atoms)]
+    return schedule(progs)
+
+
+def test_two_flows_on_one_link_each_get_half(cal):
+    r = simulate(_two_pulls(), minimal(2), cal)
+    ends = [x.end_us for x in r.timeline]
+    assert ends == pytest.approx([1.0 + 1.2 + 20.0] * 2)  # 50 GB/s each
+
+
+def test_cta_capped_flow_leaves_spare_capacity_to_the_other(cal):
+    # the sm CTA is capped at 20 GB/s; the tma one takes the remaining 80 (max-min)
+    c = round_calibration(**{"sm.cta_remote_gbps": 20.0})
+    r = simulate(_two_pulls(("sm", "tma")), minimal(2), c)
+    ends = {x.cta: x.end_us for x in r.timeline}
+    assert ends[1] == pytest.approx(2.2 + MB / 80e3)            # 12.5 us at 80 GB/s
+    assert ends[0] == pytest.approx(2.2 + MB / 20e3)            # 50 us at its own cap
+
+
+def test_reduce_cta_cap_is_per_stream():
+    # 2 remote sources at 50 GB/s per stream => 25 GB/s of output
+    c = round_calibration(**{"sm.cta_remote_gbps": 50.0})
+    prog = Program(2, 0, "reduce", (Reduce((Ref(0, "input", 0), Ref(1, "input", 0)),
+                                           (Ref(2, "output", 0),), MB, "fp32", "add"),))
+    r = simulate(schedule([prog], world=3), minimal(3), c)
+    assert r.time_us == pytest.approx(1.0 + 1.2 + MB / 25e3)
+
+
+def test_packets_cost_twice_the_wire_and_land_with_their_flag(cal):
+    put = Program(0, 0, "put", (PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), MB, 1),))
+    wait = Program(1, 0, "consume", (WaitPackets(Ref(1, "packets", 0), MB, 1),))
+    r = simulate(schedule([put, wait]), minimal(2), cal)
+    t = {x.rank: x.end_us for x in r.timeline}
+    assert t[0] == pytest.approx(1.0 + 0.2 + 20.0)      # 2 MB on the wire at 100 GB/s
+    assert t[1] == pytest.approx(t[0] + 0.5 + 0.5)      # path + signal latency
+    assert r.utilisation["gpu0->switch"]["bytes"] == pytest.approx(2 * MB)
+
+
+def test_wait_packets_needs_every_piece_with_its_value(cal):
+    half = MB // 2
+    puts = [Program(0, k, "put", (PutPackets(Ref(0, "input", k * half), Ref(1, "packets", k * half),
+                                             half, 1),)) for k in range(2)]
+    wait = Program(1, 0, "consume", (WaitPackets(Ref(1, "packets", 0), MB, 1),))
+    r = simulate(schedule(puts + [wait]), minimal(2), cal)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 20.0 + 1.0)  # two halves share the link
+
+    wrong = [Program(0, 0, "put", (PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), MB, 2),)),
+             wait]
+    with pytest.raises(Deadlock, match=r"rank 1, cta 0, instr 0: WaitPackets"):
+        simulate(schedule(wrong), minimal(2), cal)
+
+
+def _reduce_to_rank0(atom):
+    srcs = tuple(Ref(r, "input", 0) for r in range(4))
+    return schedule([Program(0, 0, "reduce", (Reduce(srcs, (Ref(0, "output", 0),), MB, "fp32",
+                                                     "add", atom),))], world=4)
+
+
+def test_switch_reduce_crosses_each_uplink_once(cal):
+    topo = minimal(4, in_switch_reduce=True)
+    r = simulate(_reduce_to_rank0("switch"), topo, cal)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 1.0 + 10.0)
+    for g in range(4):
+        assert r.utilisation[f"gpu{g}->switch"]["bytes"] == pytest.approx(MB)
+    assert r.utilisation["switch->gpu0"]["bytes"] == pytest.approx(MB)
+    # the same Reduce by SM loads: three remote sources share rank 0's downlink
+    r_sm = simulate(_reduce_to_rank0("sm"), topo, cal)
+    assert r_sm.utilisation["switch->gpu0"]["bytes"] == pytest.approx(3 * MB)
+    assert r_sm.time_us == pytest.approx(1.0 + 0.2 + 1.0 + 30.0)
+
+
+def test_switch_atom_without_in_switch_reduce_is_refused(cal):
+    with pytest.raises(ScheduleError, match=r"rank 0, cta 0, instr 0: .*in.switch"):
+        simulate(_reduce_to_rank0("switch"), minimal(4), cal)
+
+
+def test_loopback_touches_only_hbm(cal):
+    prog = Program(1, 0, "consume", (Copy(Ref(0, "input", 0), (Ref(1, "output", 0),), MB),))
+    r = simulate(schedule([prog]), minimal(2, loopback=True), cal)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 2.0)   # HBM read + write at 1 TB/s
+    assert set(r.utilisation) == {"gpu0.hbm"}
+
+
+def test_copy_engine_uses_its_own_rate():
+    c = round_calibration(**{"ce.cta_remote_gbps": 50.0, "sm.cta_remote_gbps": 1.0})
+    prog = Program(1, 0, "consume", (Copy(Ref(0, "input", 0), (Ref(1, "output", 0),), MB, "ce"),))
+    r = simulate(schedule([prog]), minimal(2), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 0.5 + 20.0)
+
+
+def test_deadlock_names_rank_cta_instr_and_signal(cal):
+    lonely = Program(1, 0, "consume", (Wait(3, 1),))
+    with pytest.raises(Deadlock, match=r"rank 1, cta 0, instr 0: Wait on signal 3 .*no CTA notifies"):
+        simulate(schedule([lonely]), minimal(2), cal)
+    cycle = [Program(0, 0, "a", (Wait(0, 1), Notify(1, 0, 1))),
+             Program(1, 0, "b", (Wait(0, 1), Notify(0, 0, 1)))]
+    with pytest.raises(Deadlock, match=r"rank 0, cta 0, instr 0: .*signal 0.*rank 1 cta 0 instr 1 \(stuck\)"):
+        simulate(schedule(cycle), minimal(2), cal)
+
+
+def test_every_instruction_type_has_a_handler(cal):
+    prog0 = Program(0, 0, "all", (
+        Copy(Ref(0, "input", 0), (Ref(0, "staging", 0),), 1024),
+        Reduce((Ref(0, "input", 0), Ref(1, "input", 0)), (Ref(0, "output", 0),), 1024, "fp32", "add"),
+        PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 1024, 1),
+        Notify(1, 0, 1)))
+    prog1 = Program(1, 0, "all", (Wait(0, 1), WaitPackets(Ref(1, "packets", 0), 1024, 1)))
+    r = simulate(schedule([prog0, prog1]), minimal(2), cal)
+    assert {x.kind for x in r.timeline} == {cls.__name__ for cls in INSTRUCTIONS}
+
+
+def test_trace_is_chrome_json(cal, tmp_path):
+    r = simulate(pull_copy(), minimal(2), cal)
+    data = json.loads(r.write_trace(tmp_path / "t.json").read_text())
+    spans = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == 4
+    assert {(e["pid"], e["tid"]) for e in spans} == {(0, 0), (1, 0)}
+    assert all(e["dur"] >= 0 and "ts" in e for e in spans)
+
+
+def test_result_row_and_default_calibration():
+    r = simulate(pull_copy(), minimal(2))            # gpu_kind "synthetic" -> synthetic.json
+    row = r.row()
+    assert row["size"] == 2 * MB and row["redop"] == "none" and row["dtype"] == "fp32"
+    assert row["algbw"] == pytest.approx(2 * MB / (r.time_us * 1e3))
+    assert row["busbw"] == pytest.approx(row["algbw"] / 2)      # all_gather, W=2
+    assert r.stats["events"] > 0 and r.stats["instructions"] == 4
+
+
+def test_world_mismatch_is_an_error(cal):
+    with pytest.raises(ScheduleError, match="ranks"):
+        simulate(pull_copy(), minimal(4), cal)
+
+
+def test_wire_efficiency_charges_links_not_hbm():
+    c = round_calibration(**{"switch.wire_efficiency": 0.5})
+    r = simulate(_reduce_to_rank0("switch"), minimal(4, in_switch_reduce=True), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 1.0 + 20.0)
+    assert r.utilisation["gpu1->switch"]["bytes"] == pytest.approx(2 * MB)
+    assert r.utilisation["gpu1.hbm"]["bytes"] == pytest.approx(MB)
+
+
+def test_copy_engine_cannot_reduce(cal):
+    with pytest.raises(ScheduleError, match="rank 0, cta 0, instr 0: a copy engine cannot Reduce"):
+        simulate(_reduce_to_rank0("ce"), minimal(4), cal)
+
+
+def test_topology_defaults_to_the_one_the_schedule_names():
+    from purlin.snac import plan
+    from purlin.spec import library
+    s = plan(library.all_gather(8, 4096), "h200-loopback")
+    r = simulate(s)
+    assert r.topology == "h200-loopback" and r.gpu_kind == "h200"
+    assert set(r.utilisation) == {"gpu0.hbm"}
+
+
+def test_access_to_a_non_direct_peer_is_refused(cal):
+    from purlin.topology import load_topology
+    mesh = load_topology("mesh-2d-16")
+    prog = Program(15, 0, "consume", (Copy(Ref(0, "input", 0), (Ref(15, "output", 0),), 1024),))
+    with pytest.raises(ScheduleError, match="rank 15, cta 0, instr 0: ranks 0 and 15 are not direct"):
+        simulate(schedule([prog], world=16), mesh, cal)

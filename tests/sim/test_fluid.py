@@ -1,0 +1,76 @@
+"""The fluid model alone: max-min fair rates, completions, bookkeeping."""
+import math
+
+import numpy as np
+import pytest
+
+from purlin.sim.fluid import FluidModel
+
+
+def test_two_flows_on_one_link_each_get_half():
+    m = FluidModel([100.0])
+    a = m.add([0], [1.0], math.inf, 1000.0)
+    b = m.add([0], [1.0], math.inf, 1000.0)
+    m.recompute()
+    assert m.rate_of(a) == m.rate_of(b) == 50.0
+    assert m.next_finish_us() == pytest.approx(20.0)
+
+
+def test_capped_flow_leaves_spare_capacity_max_min_not_proportional():
+    m = FluidModel([100.0])
+    slow = m.add([0], [1.0], 20.0, 1000.0)   # e.g. one CTA's own rate
+    fast = m.add([0], [1.0], math.inf, 1000.0)
+    m.recompute()
+    assert m.rate_of(slow) == pytest.approx(20.0)
+    assert m.rate_of(fast) == pytest.approx(80.0)  # not 50: max-min hands it the rest
+
+
+def test_classic_two_bottlenecks():
+    # r0 = 10, r1 = 20; f0 on r0, f1 on r0 and r1, f2 on r1
+    m = FluidModel([10.0, 20.0])
+    f0 = m.add([0], [1.0], math.inf, 1.0)
+    f1 = m.add([0, 1], [1.0, 1.0], math.inf, 1.0)
+    f2 = m.add([1], [1.0], math.inf, 1.0)
+    m.recompute()
+    assert (m.rate_of(f0), m.rate_of(f1), m.rate_of(f2)) == pytest.approx((5.0, 5.0, 15.0))
+
+
+def test_weights_count_capacity_per_payload_byte():
+    m = FluidModel([100.0])
+    local_copy = m.add([0], [2.0], math.inf, 100.0)  # reads and writes one HBM
+    m.recompute()
+    assert m.rate_of(local_copy) == pytest.approx(50.0)
+
+
+def test_completion_frees_capacity_and_charges_bytes():
+    m = FluidModel([100.0])
+    a = m.add([0], [1.0], math.inf, 500.0)
+    b = m.add([0], [1.0], math.inf, 1500.0)
+    m.recompute()
+    t = m.next_finish_us()
+    assert t == pytest.approx(10.0)
+    m.advance(t)
+    assert m.pop_finished() == [a]
+    m.recompute()
+    assert m.rate_of(b) == pytest.approx(100.0)
+    m.advance(m.next_finish_us())
+    assert m.pop_finished() == [b]
+    assert m.now_us == pytest.approx(20.0)
+    assert m.bytes_on[0] == pytest.approx(2000.0)
+    assert m.active_count == 0 and m.next_finish_us() == math.inf
+
+
+def test_grows_slots_and_fanout():
+    m = FluidModel([1000.0] * 40)
+    slots = [m.add([i % 40], [1.0], math.inf, 10.0) for i in range(200)]
+    wide = m.add(list(range(40)), [1.0] * 40, math.inf, 10.0)
+    m.recompute()
+    rates = np.array([m.rate_of(s) for s in slots + [wide]])
+    assert (rates > 0).all()
+    # each resource: 5 narrow flows + the wide one share 1000 equally
+    assert rates == pytest.approx(1000.0 / 6)
+
+
+def test_rejects_bad_capacities():
+    with pytest.raises(ValueError):
+        FluidModel([100.0, 0.0])
