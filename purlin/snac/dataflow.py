@@ -151,13 +151,19 @@ def _in(s: Placed, off: int) -> Ref:
     return Ref(s.rank, "input", s.offset + off)
 
 
-def _copy_items(gs: list[Group], chunk: int) -> Iterator[tuple[Group, int, int]]:
-    """Copy work, chunked, interleaved across source ranks."""
-    by_src: dict[int, list] = {}
+def _copy_items(gs: list[Group], chunk: int, world: int) -> Iterator[tuple[Group, int, int]]:
+    """Copy work, chunked, interleaved across source ranks and, within a source, across
+    its blocks with destinations rotated from rank+1, so that at every step the ranks
+    send to different peers instead of all converging on one (incast)."""
+    by_src: dict[int, list[list]] = {}
     for g in gs:
-        for off, n in chunks(0, g.nbytes, chunk):
-            by_src.setdefault(g.sources[0].rank, []).append((g, off, n))
-    return _rounds([by_src[r] for r in sorted(by_src)])
+        src = g.sources[0].rank
+        by_src.setdefault(src, []).append([(g, off, n) for off, n in chunks(0, g.nbytes, chunk)])
+    streams = []
+    for src in sorted(by_src):
+        blocks = sorted(by_src[src], key=lambda items: (items[0][0].holders[0].rank - src - 1) % world)
+        streams.append(list(_rounds(blocks)))
+    return _rounds(streams)
 
 
 def _reduce_items(gs: list[Group], chunk: int, algorithm: str, align: int):
@@ -202,7 +208,7 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
     stager = _Stager([Slots(r, 0, region, chunk) for r in range(world)], ctas, ops)
     reduced = [Slots(r, region, region, chunk) for r in range(world)] if two else []
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk):
+        for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
             local = tuple(_out(h, off) for h in g.holders if h.rank == src.rank)
             remote = [h for h in g.holders if h.rank != src.rank]
@@ -234,7 +240,7 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
     holder (reductions: reduce once, broadcast-store the result)."""
     ops: list[Op] = []
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk):
+        for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
             ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "push", "copy", (_in(src, off),),
                           tuple(_out(h, off) for h in g.holders), n))
@@ -260,7 +266,7 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
         return w
 
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk):
+        for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
             for h in g.holders:
                 if h.rank == src.rank:
@@ -307,7 +313,7 @@ def ring(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: Ctas,
             prev = dsts[0]
 
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk):
+        for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
             targets = {h.rank: h for h in g.holders}
             local = (_out(targets[src.rank], off),) if src.rank in targets else ()

@@ -5,12 +5,11 @@ Same inputs give a byte-identical Schedule (so plans cache under a hash). The po
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
-from purlin.snac.ir import Schedule
+from purlin.snac.ir import Ref, Schedule
 from purlin.snac.policy import Policy, codesign, from_table
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
@@ -116,9 +115,10 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
             remap[(rank, off)] = k * slot
         size[rank] = len(offs) * slot
 
-    def fix(r):
-        return replace(r, offset=remap[(r.rank, r.offset)]) if r.buffer == "staging" else r
-    out = [replace(o, srcs=tuple(fix(r) for r in o.srcs), dsts=tuple(fix(r) for r in o.dsts))
+    def fix(refs):
+        return tuple(Ref(r.rank, "staging", remap[(r.rank, r.offset)]) if r.buffer == "staging"
+                     else r for r in refs)
+    out = [df.Op(o.rank, o.cta, o.role, o.kind, fix(o.srcs), fix(o.dsts), o.nbytes)
            for o in ops]
     return out, max(size.values())
 

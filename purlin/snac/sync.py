@@ -18,8 +18,8 @@ Dependencies found:
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
 
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
@@ -53,8 +53,8 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
     n = len(ops)
     start = [n + r for r in range(world)]          # virtual op ids: call start per rank
     end = [n + world + r for r in range(world)]    # and call end per rank
-    deps: list[set[int]] = [set() for _ in range(n + 2 * world)]  # producers of each op
-    pdeps: list[list[tuple[Ref, int, int]]] = [[] for _ in range(n)]  # packet waits
+    deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
+    pdeps: defaultdict[int, list[tuple[Ref, int, int]]] = defaultdict(list)  # packet waits
     writers: dict[tuple[int, str], IntervalMap] = {}
     readers: dict[tuple[int, str], IntervalMap] = {}
     gens: dict[int, int] = {}
@@ -136,49 +136,42 @@ def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
 
 def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Synced:
     n = len(ops)
+    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
     consumers: dict[int, set[int]] = {}
-    for i, ds in enumerate(deps):
+    for i, ds in deps.items():
         for d in ds:
             consumers.setdefault(d, set()).add(i)
     progs: dict[tuple[int, int], list[Instruction]] = {}
-    roles: dict[tuple[int, int], list[str]] = {}
+    roles: dict[tuple[int, int], set[str]] = {}
     counter: dict[tuple[int, int], int] = {}
     value: dict[int, int] = {}
     signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
     waited: dict[tuple[int, int], dict] = {}
     max_value = 1
-
-    def rank_of(i: int) -> int:
-        return ops[i].rank if i < n else (i - n) % world
-
-    def where(i: int) -> tuple[int, int]:
-        return (ops[i].rank, ops[i].cta) if i < n else ((i - n) % world, 0)
-
-    order: Iterable[int] = list(start) + list(range(n)) + list(end)
-    for i in order:
-        me = where(i)
+    for i in list(start) + list(range(n)) + list(end):
+        me = where[i]
         prog = progs.setdefault(me, [])
         seen = waited.setdefault(me, {})
         best: dict[int, int] = {}
-        for d in deps[i]:
-            if where(d) == me:
-                continue
-            sig = signals[me[0]][where(d)]
-            best[sig] = max(best.get(sig, 0), value[d])
+        mine = signals[me[0]]
+        for d in deps.get(i, ()):
+            w = where[d]
+            if w != me:
+                sig = mine[w]
+                if best.get(sig, 0) < value[d]:
+                    best[sig] = value[d]
         for sig in sorted(best):
             if seen.get(sig, 0) < best[sig]:
                 prog.append(Wait(sig, best[sig]))
                 seen[sig] = best[sig]
         if i < n:
-            for ref, nbytes, gen in pdeps[i]:
+            for ref, nbytes, gen in pdeps.get(i, ()):
                 key = ("p", ref.offset, nbytes)
                 if seen.get(key, 0) < gen:
                     prog.append(WaitPackets(ref, nbytes, gen))
                     seen[key] = gen
             op = ops[i]
-            roles.setdefault(me, [])
-            if op.role not in roles[me]:
-                roles[me].append(op.role)
+            roles.setdefault(me, set()).add(op.role)
             if op.kind == "copy":
                 prog.append(Copy(op.srcs[0], op.dsts, op.nbytes, atom))
             elif op.kind == "reduce":
@@ -186,16 +179,18 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Sy
             else:
                 prog.append(PutPackets(op.srcs[0], op.dsts[0], op.nbytes, gens[i]))
                 max_value = max(max_value, gens[i])
-        targets = sorted({rank_of(c) for c in consumers.get(i, ()) if where(c) != me})
-        if targets:
-            counter[me] = counter.get(me, 0) + 1
-            value[i] = counter[me]
-            max_value = max(max_value, value[i])
-            for t in targets:
-                sig = signals[t].setdefault(me, len(signals[t]))
-                prog.append(Notify(t, sig, value[i]))
+        cs = consumers.get(i)
+        if cs:
+            targets = sorted({where[c][0] for c in cs if where[c] != me})
+            if targets:
+                counter[me] = v = counter.get(me, 0) + 1
+                value[i] = v
+                max_value = max(max_value, v)
+                for t in targets:
+                    sig = signals[t].setdefault(me, len(signals[t]))
+                    prog.append(Notify(t, sig, v))
     programs = tuple(
-        Program(r, c, "+".join(sorted(roles.get((r, c), ["sync"]))), tuple(ins))
+        Program(r, c, "+".join(sorted(roles.get((r, c), {"sync"}))), tuple(ins))
         for (r, c), ins in sorted(progs.items()) if ins)
     num_signals = max((len(s) for s in signals), default=0)
     return Synced(programs, max(num_signals, 1), max_value + 1)

@@ -20,6 +20,9 @@ typedef unsigned int u32;
 #ifndef PURLIN_THREADS
 #define PURLIN_THREADS 512
 #endif
+#ifndef PURLIN_MIN_BLOCKS
+#define PURLIN_MIN_BLOCKS 2   // CTAs per SM the launch bounds keep room for
+#endif
 #ifndef PURLIN_TMA
 #define PURLIN_TMA 0
 #endif
@@ -228,7 +231,7 @@ template <int OP> __device__ __forceinline__ int fop(int x, int y) {
 // srcs/dsts point at shared memory arrays set up by the caller. ``tag`` != 0 means the
 // source is a packet window (payload addressing, spin until tagged).
 template <int V, bool PKT>
-__device__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
+__device__ __noinline__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
                          const Watch& w) {
   typedef typename VecT<V>::T Vec;
   const int U = V == 32 ? 2 : 4;
@@ -282,14 +285,14 @@ __device__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, 
 // ---- reduce: sources in the given order, fp32 (int32) accumulation, one rounding -------
 // tags[s] != 0 marks source s as a packet window.
 template <int V, int DT, int OP, bool PKT>
-__device__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc,
+__device__ __noinline__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc,
                            char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
   typedef typename VecT<V>::T Vec;
   typedef DTr<DT> T;
   typedef typename T::A A;
   const int WORDS = V / 4;
   const int E = WORDS * T::EPW;          // elements per vector
-  const int U = (V == 16 && !PKT) ? 2 : 1;   // vectors per thread per step
+  const int U = 1;                           // vectors per thread per step
   const int B = V == 4 ? 1 : 8;              // sources loaded together
   const i64 nv = nbytes / V;
   bool ok = true;

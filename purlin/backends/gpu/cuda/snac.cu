@@ -214,7 +214,7 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
          int prog_first, char* const* __restrict__ ptrs, i64 staging_half, i64 packets_half,
          u64* state, u64 stride, i64* err, u64 timeout_ns) {
@@ -224,7 +224,7 @@ snac_run(const i64* __restrict__ code, const i64* __restrict__ refs, const int* 
 
 #if PURLIN_TMA
 // Same, with 4 x 8 KiB of dynamic shared memory for bulk copies (atom "tma").
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
              int prog_first, char* const* __restrict__ ptrs, i64 staging_half, i64 packets_half,
              u64* state, u64 stride, i64* err, u64 timeout_ns) {
@@ -239,7 +239,7 @@ __device__ Watch no_watch() {
   return Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0};
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
   Watch w = no_watch();
   for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
@@ -249,7 +249,7 @@ atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chunk, int dt, int op) {
   __shared__ const char* s[MAX_REFS];
   __shared__ char* d[1];
@@ -265,7 +265,7 @@ atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chu
   }
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_copy_async(const char* src, char* dst, i64 nbytes, i64 chunk) {
   extern __shared__ __align__(128) char smem[];   // 4 stages x 16 B x threads
   for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
@@ -275,7 +275,7 @@ atom_copy_async(const char* src, char* dst, i64 nbytes, i64 chunk) {
 }
 
 #if PURLIN_TMA
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS)
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_copy_tma(const char* src, char* dst, i64 nbytes, i64 chunk, int stages, int stage_bytes) {
   extern __shared__ __align__(128) char smem[];
   __shared__ u64 bars[16];
