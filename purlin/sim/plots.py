@@ -10,8 +10,14 @@ _KIND_COLOURS = {"Copy": "#4477aa", "Reduce": "#cc6677", "PutPackets": "#228833"
 
 
 def _pyplot():
+    """pyplot, switched to Agg only where no display exists, so notebooks keep inline plots."""
+    import os
+    import sys
+
     import matplotlib
-    matplotlib.use("Agg")
+    interactive = "ipykernel" in sys.modules or os.environ.get("DISPLAY")
+    if not interactive and "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
 

@@ -70,9 +70,13 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         order = ring_order(topo)
     else:
         _check_reach(c, topo)
-    if pol.atom == "switch" and not (c.is_reduce and pol.regime == "direct"):
-        raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
-                        "'direct' regime")
+    if pol.atom == "switch":
+        if not (c.is_reduce and pol.regime == "direct"):
+            raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
+                            "'direct' regime")
+        if not any(sw.in_switch_reduce for sw in topo.switches):
+            raise PlanError(f"policy.atom 'switch': topology {topo.name} has no switch with "
+                            f"in_switch_reduce (NVLS)")
     two_shot = c.is_reduce and pol.algorithm == "two_shot"
     ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
                    min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=two_shot)

@@ -154,7 +154,12 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
     cons = base.consumer_ctas or CTAS[regime][1]
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
     # among its reducers), within the bounds of the regime.
-    ways = max(1, world * cons // 2) if is_reduce and algorithm == "two_shot" else cons
+    if is_reduce and algorithm == "two_shot":
+        ways = max(1, world * cons // 2)   # each owner's shard among its reducers
+    elif regime == "direct" and not is_reduce:
+        ways = put                         # direct copies run on the put CTAs
+    else:
+        ways = cons
     share = -(-nbytes // ways // base.align) * base.align
     if regime == "latency":
         lo, hi = LATENCY_CHUNK

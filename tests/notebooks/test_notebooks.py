@@ -10,7 +10,7 @@ Needs nbformat, nbclient and ipykernel (``pip install -e '.[dev]'``); skipped wi
 """
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,11 @@ def _kernel_available() -> bool:
     return True
 
 
+def _plain(text: str) -> str:
+    """Drop the ANSI colour codes IPython puts in tracebacks."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 def _files(folder: Path) -> set[Path]:
     return {p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
 
@@ -58,11 +63,14 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     before = _files(NOTEBOOK_DIR)
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL,
                                      resources={"metadata": {"path": str(path.parent)}})
+    failure = None
     try:
         client.execute()
-    except CellExecutionError as e:   # message holds the cell's source and its traceback
-        pytest.fail(f"{path.name}: a cell raised\n{e}", pytrace=False)
+    except CellExecutionError as e:   # its message holds the cell's source and traceback
+        failure = f"{path.name}: a cell raised\n{_plain(str(e))}"
     except CellTimeoutError as e:
-        pytest.fail(f"{path.name}: a cell ran past {CELL_TIMEOUT_S} s\n{e}", pytrace=False)
+        failure = f"{path.name}: a cell ran past {CELL_TIMEOUT_S} s\n{_plain(str(e))}"
+    if failure:
+        pytest.fail(failure, pytrace=False)
     left = sorted(str(p.relative_to(NOTEBOOK_DIR)) for p in _files(NOTEBOOK_DIR) - before)
     assert not left, f"{path.name} wrote into the repository: {left}"

@@ -107,7 +107,7 @@ __device__ __forceinline__ void ld_packet(const void* p, u32& lo, u32& t0, u32& 
                : "=r"(lo), "=r"(t0), "=r"(hi), "=r"(t1) : "l"(p) : "memory");
 }
 
-// Watchdog state shared by every spin of a CTA.
+// Watchdog state of a CTA, kept in shared memory (so it costs no registers in the loops).
 struct Watch {
   u64* abort_flag;   // global: set by the first CTA that times out; all spins give up
   i64* err;          // global error record (see snac.cu)
@@ -126,31 +126,30 @@ __device__ void watchdog_fire(const Watch& w, int kind, i64 where, u64 want, u64
   atomicExch((unsigned long long*)w.abort_flag, 1ull);
 }
 
-// Spin until the packet at physical address p carries ``tag``; returns false on abort.
-// The first look is inline; the spin itself is out of line to keep the unrolled loops small.
-__device__ __noinline__ bool wait_packet_slow(const char* p, u32 tag, u32& lo, u32& hi,
-                                              const Watch& w, i64 where) {
-  u32 t0, t1;
+// Spin until the packet at physical address p carries ``tag``. Returns its payload words;
+// ok is false on abort. The first look is inline; the spin is out of line (small loops).
+struct Pkt { u32 lo, hi; bool ok; };
+__device__ __noinline__ Pkt wait_packet_slow(const char* p, u32 tag, const Watch& w, i64 where) {
+  u32 lo, t0, hi, t1;
   u64 start = globaltimer();
   for (u32 spins = 1;; ++spins) {
     ld_packet(p, lo, t0, hi, t1);
-    if (t0 == tag && t1 == tag) return true;
+    if (t0 == tag && t1 == tag) return Pkt{lo, hi, true};
     if ((spins & 1023u) == 0u) {
-      if (ld_volatile_u64(w.abort_flag)) return false;
+      if (ld_volatile_u64(w.abort_flag)) return Pkt{0u, 0u, false};
       u64 now = globaltimer();
       if (now - start > w.timeout_ns) {
         watchdog_fire(w, 2, where, tag, t0 == tag ? t1 : t0);
-        return false;
+        return Pkt{0u, 0u, false};
       }
     }
   }
 }
-__device__ __forceinline__ bool wait_packet(const char* p, u32 tag, u32& lo, u32& hi,
-                                            const Watch& w, i64 where) {
-  u32 t0, t1;
+__device__ __forceinline__ Pkt wait_packet(const char* p, u32 tag, const Watch& w, i64 where) {
+  u32 lo, t0, hi, t1;
   ld_packet(p, lo, t0, hi, t1);
-  if (t0 == tag && t1 == tag) return true;
-  return wait_packet_slow(p, tag, lo, hi, w, where);
+  if (t0 == tag && t1 == tag) return Pkt{lo, hi, true};
+  return wait_packet_slow(p, tag, w, where);
 }
 
 // Load V payload bytes at payload offset ``off`` (V-aligned) of a packet window.
@@ -158,16 +157,19 @@ template <int V>
 __device__ __forceinline__ bool ld_packets(typename VecT<V>::T& r, const char* window, i64 off,
                                            u32 tag, const Watch& w) {
   if (V == 4) {
-    u32 lo, hi;
-    bool ok = wait_packet(window + 2 * (off & ~7ll), tag, lo, hi, w, off & ~7ll);
-    r.w[0] = (off & 4) ? hi : lo;
-    return ok;
+    Pkt k = wait_packet(window + 2 * (off & ~7ll), tag, w, off & ~7ll);
+    r.w[0] = (off & 4) ? k.hi : k.lo;
+    return k.ok;
   }
   const char* p = window + 2 * off;
   bool ok = true;
 #pragma unroll
-  for (int k = 0; k < V / 8; ++k)
-    ok &= wait_packet(p + 16 * k, tag, r.w[2 * k], r.w[2 * k + 1], w, off + 8 * k);
+  for (int k = 0; k < V / 8; ++k) {
+    Pkt x = wait_packet(p + 16 * k, tag, w, off + 8 * k);
+    r.w[2 * k] = x.lo;
+    r.w[2 * k + 1] = x.hi;
+    ok &= x.ok;
+  }
   return ok;
 }
 
@@ -231,7 +233,7 @@ template <int OP> __device__ __forceinline__ int fop(int x, int y) {
 // srcs/dsts point at shared memory arrays set up by the caller. ``tag`` != 0 means the
 // source is a packet window (payload addressing, spin until tagged).
 template <int V, bool PKT>
-__device__ __noinline__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
+__device__ __forceinline__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
                          const Watch& w) {
   typedef typename VecT<V>::T Vec;
   const int U = V == 32 ? 2 : 4;
@@ -265,9 +267,9 @@ __device__ __noinline__ bool cta_copy(const char* src, u32 tag, char* const* dst
   for (i64 b = done + 4 * (i64)threadIdx.x; b + 4 <= nbytes; b += 4 * (i64)blockDim.x) {
     u32 x;
     if (PKT) {
-      u32 lo, hi;
-      ok &= wait_packet(src + 2 * (b & ~7ll), tag, lo, hi, w, b & ~7ll);
-      x = (b & 4) ? hi : lo;
+      Pkt k = wait_packet(src + 2 * (b & ~7ll), tag, w, b & ~7ll);
+      ok &= k.ok;
+      x = (b & 4) ? k.hi : k.lo;
     } else {
       x = *(const volatile u32*)(src + b);
     }
@@ -283,63 +285,58 @@ __device__ __noinline__ bool cta_copy(const char* src, u32 tag, char* const* dst
 }
 
 // ---- reduce: sources in the given order, fp32 (int32) accumulation, one rounding -------
-// tags[s] != 0 marks source s as a packet window.
-template <int V, int DT, int OP, bool PKT>
-__device__ __noinline__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc,
-                           char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
+// tags[s] != 0 marks source s as a packet window. The op is a run-time switch (uniform,
+// cheap next to the loads) so that each dtype needs one function, not four.
+template <typename A>
+__device__ __forceinline__ A apply(int op, A x, A y) {
+  switch (op) {
+    case OP_ADD: return fop<OP_ADD>(x, y);
+    case OP_MAX: return fop<OP_MAX>(x, y);
+    case OP_MIN: return fop<OP_MIN>(x, y);
+    default: return fop<OP_MUL>(x, y);
+  }
+}
+
+template <int V, int DT, bool PKT>
+__device__ __forceinline__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc, int op,
+                                        char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
   typedef typename VecT<V>::T Vec;
   typedef DTr<DT> T;
   typedef typename T::A A;
   const int WORDS = V / 4;
-  const int E = WORDS * T::EPW;          // elements per vector
-  const int U = 1;                           // vectors per thread per step
-  const int B = V == 4 ? 1 : 8;              // sources loaded together
+  const int E = WORDS * T::EPW;              // elements per vector
+  const int B = V == 4 ? 1 : 4;              // sources loaded together
   const i64 nv = nbytes / V;
   bool ok = true;
-  for (i64 i = threadIdx.x; i < nv; i += (i64)blockDim.x * U) {
-    A acc[U][E];
+  for (i64 i = threadIdx.x; i < nv; i += blockDim.x) {
+    A acc[E];
     for (int s0 = 0; s0 < nsrc; s0 += B) {
-      Vec v[B][U];
+      Vec v[B];
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         if (s0 + b < nsrc) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            i64 j = i + u * (i64)blockDim.x;
-            if (j < nv) {
-              if (PKT && tags[s0 + b]) ok &= ld_packets<V>(v[b][u], srcs[s0 + b], j * V, tags[s0 + b], w);
-              else ldv(v[b][u], srcs[s0 + b] + j * V);
-            }
-          }
+          if (PKT && tags[s0 + b]) ok &= ld_packets<V>(v[b], srcs[s0 + b], i * V, tags[s0 + b], w);
+          else ldv(v[b], srcs[s0 + b] + i * V);
         }
       }
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         if (s0 + b < nsrc) {
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
+          for (int k = 0; k < WORDS; ++k) {
+            A x[T::EPW];
+            T::get(v[b].w[k], x);
 #pragma unroll
-            for (int k = 0; k < WORDS; ++k) {
-              A x[T::EPW];
-              T::get(v[b][u].w[k], x);
-#pragma unroll
-              for (int e = 0; e < T::EPW; ++e)
-                acc[u][k * T::EPW + e] = (s0 + b == 0) ? x[e] : fop<OP>(acc[u][k * T::EPW + e], x[e]);
-            }
+            for (int e = 0; e < T::EPW; ++e)
+              acc[k * T::EPW + e] = (s0 + b == 0) ? x[e] : apply(op, acc[k * T::EPW + e], x[e]);
           }
         }
       }
     }
+    Vec out;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      i64 j = i + u * (i64)blockDim.x;
-      if (j < nv) {
-        Vec out;
-#pragma unroll
-        for (int k = 0; k < WORDS; ++k) out.w[k] = T::put(&acc[u][k * T::EPW]);
-        for (int d = 0; d < ndst; ++d) stv(dsts[d] + j * V, out);
-      }
-    }
+    for (int k = 0; k < WORDS; ++k) out.w[k] = T::put(&acc[k * T::EPW]);
+    for (int d = 0; d < ndst; ++d) stv(dsts[d] + i * V, out);
   }
   // tail: one 32-bit word (one or two elements) per thread
   for (i64 b = nv * V + 4 * (i64)threadIdx.x; b + 4 <= nbytes; b += 4 * (i64)blockDim.x) {
@@ -347,15 +344,15 @@ __device__ __noinline__ bool cta_reduce(const char* const* srcs, const u32* tags
     for (int s = 0; s < nsrc; ++s) {
       u32 word;
       if (PKT && tags[s]) {
-        u32 lo, hi;
-        ok &= wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], lo, hi, w, b & ~7ll);
-        word = (b & 4) ? hi : lo;
+        Pkt k = wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], w, b & ~7ll);
+        ok &= k.ok;
+        word = (b & 4) ? k.hi : k.lo;
       } else {
         word = *(const volatile u32*)(srcs[s] + b);
       }
       A x[T::EPW];
       T::get(word, x);
-      for (int e = 0; e < T::EPW; ++e) acc[e] = s == 0 ? x[e] : fop<OP>(acc[e], x[e]);
+      for (int e = 0; e < T::EPW; ++e) acc[e] = s == 0 ? x[e] : apply(op, acc[e], x[e]);
     }
     u32 r = T::put(acc);
     for (int d = 0; d < ndst; ++d) *(u32*)(dsts[d] + b) = r;
@@ -367,15 +364,15 @@ __device__ __noinline__ bool cta_reduce(const char* const* srcs, const u32* tags
       for (int s = 0; s < nsrc; ++s) {
         u32 word;
         if (PKT && tags[s]) {
-          u32 lo, hi;
-          ok &= wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], lo, hi, w, b & ~7ll);
-          word = ((b & 4) ? hi : lo) & 0xffffu;
+          Pkt k = wait_packet(srcs[s] + 2 * (b & ~7ll), tags[s], w, b & ~7ll);
+          ok &= k.ok;
+          word = ((b & 4) ? k.hi : k.lo) & 0xffffu;
         } else {
           word = *(const volatile unsigned short*)(srcs[s] + b);
         }
         A x[2];
         T::get(word, x);
-        acc[0] = s == 0 ? x[0] : fop<OP>(acc[0], x[0]);
+        acc[0] = s == 0 ? x[0] : apply(op, acc[0], x[0]);
       }
       acc[1] = acc[0];
       u32 r = T::put(acc);
@@ -406,10 +403,8 @@ __device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbyt
 // its share of the window's packets.
 __device__ bool cta_wait_packets(const char* window, i64 off, i64 nbytes, u32 tag, const Watch& w) {
   bool ok = true;
-  for (i64 b = 8 * (i64)threadIdx.x; b < nbytes; b += 8 * (i64)blockDim.x) {
-    u32 lo, hi;
-    ok &= wait_packet(window + 2 * (off + b), tag, lo, hi, w, off + b);
-  }
+  for (i64 b = 8 * (i64)threadIdx.x; b < nbytes; b += 8 * (i64)blockDim.x)
+    ok &= wait_packet(window + 2 * (off + b), tag, w, off + b).ok;
   return ok;
 }
 

@@ -38,30 +38,20 @@ __device__ __forceinline__ char* resolve(const Env& env, const i64* ref) {
   return p + ref[2];
 }
 
-template <int V, int DT, int OP>
-__device__ __forceinline__ bool reduce_dispatch_pkt(bool pkt, const char* const* s, const u32* tags, int ns,
-                                                    char* const* d, int nd, i64 n, const Watch& w) {
-  return pkt ? cta_reduce<V, DT, OP, true>(s, tags, ns, d, nd, n, w)
-             : cta_reduce<V, DT, OP, false>(s, tags, ns, d, nd, n, w);
-}
 template <int V, int DT>
-__device__ bool reduce_dispatch_op(int op, bool pkt, const char* const* s, const u32* tags, int ns,
-                                   char* const* d, int nd, i64 n, const Watch& w) {
-  switch (op) {
-    case OP_ADD: return reduce_dispatch_pkt<V, DT, OP_ADD>(pkt, s, tags, ns, d, nd, n, w);
-    case OP_MAX: return reduce_dispatch_pkt<V, DT, OP_MAX>(pkt, s, tags, ns, d, nd, n, w);
-    case OP_MIN: return reduce_dispatch_pkt<V, DT, OP_MIN>(pkt, s, tags, ns, d, nd, n, w);
-    default: return reduce_dispatch_pkt<V, DT, OP_MUL>(pkt, s, tags, ns, d, nd, n, w);
-  }
+__device__ __forceinline__ bool reduce_pkt(bool pkt, const char* const* s, const u32* tags, int ns, int op,
+                                           char* const* d, int nd, i64 n, const Watch& w) {
+  return pkt ? cta_reduce<V, DT, true>(s, tags, ns, op, d, nd, n, w)
+             : cta_reduce<V, DT, false>(s, tags, ns, op, d, nd, n, w);
 }
 template <int V>
 __device__ bool reduce_dispatch(int dt, int op, bool pkt, const char* const* s, const u32* tags, int ns,
                                 char* const* d, int nd, i64 n, const Watch& w) {
   switch (dt) {
-    case DT_FP32: return reduce_dispatch_op<V, DT_FP32>(op, pkt, s, tags, ns, d, nd, n, w);
-    case DT_FP16: return reduce_dispatch_op<V, DT_FP16>(op, pkt, s, tags, ns, d, nd, n, w);
-    case DT_BF16: return reduce_dispatch_op<V, DT_BF16>(op, pkt, s, tags, ns, d, nd, n, w);
-    default: return reduce_dispatch_op<V, DT_INT32>(op, pkt, s, tags, ns, d, nd, n, w);
+    case DT_FP32: return reduce_pkt<V, DT_FP32>(pkt, s, tags, ns, op, d, nd, n, w);
+    case DT_FP16: return reduce_pkt<V, DT_FP16>(pkt, s, tags, ns, op, d, nd, n, w);
+    case DT_BF16: return reduce_pkt<V, DT_BF16>(pkt, s, tags, ns, op, d, nd, n, w);
+    default: return reduce_pkt<V, DT_INT32>(pkt, s, tags, ns, op, d, nd, n, w);
   }
 }
 
@@ -87,6 +77,8 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   __shared__ u32 s_tag[MAX_REFS];
   __shared__ u64 s_base;
   __shared__ int s_parity, s_stop, s_align, s_pkt;
+  __shared__ Watch w;
+  __shared__ Env env;
 #if PURLIN_TMA
   __shared__ u64 s_bars[8];
   extern __shared__ __align__(128) char s_dyn[];
@@ -102,17 +94,17 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
     s_base = ld_volatile_u64(&state[1]);
     s_parity = (int)(ld_volatile_u64(&state[0]) & 1ull);
     s_stop = ld_volatile_u64(&state[3]) != 0ull;   // an earlier call deadlocked: do nothing
+    env = Env{ptrs, staging_half, packets_half, s_base, s_parity};
+    w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, s_base};
   }
   __syncthreads();
-  Env env{ptrs, staging_half, packets_half, s_base, s_parity};
-  Watch w{&state[3], err, timeout_ns, pr[2], pr[3], 0, s_base};
   const u32 tag_base = (u32)s_base;
 
   for (int pc = 0; pc < count && !s_stop; ++pc) {
     const i64* r = code + REC * (i64)(first + pc);
     const int opc = (int)r[0];
     const i64 nbytes = r[1];
-    w.pc = pc;
+    if (threadIdx.x == 0) w.pc = pc;   // read only by a watchdog firing seconds later
     bool ok = true;
     if (opc == OPC_COPY || opc == OPC_REDUCE) {
       const int nsrc = (int)r[5], ndst = (int)r[7];
@@ -235,16 +227,21 @@ snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const i
 
 // ---- standalone Atom kernels (benchmarks, calibration) --------------------------------
 // CTA b moves chunks b, b + grid, ... of ``chunk`` bytes each.
-__device__ Watch no_watch() {
-  return Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0};
+__device__ __forceinline__ void no_watch(Watch& w) {
+  if (threadIdx.x == 0) w = Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0};
+  __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
-  Watch w = no_watch();
+  __shared__ Watch w;
+  __shared__ char* dd[1];
+  no_watch(w);
   for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
     i64 n = nbytes - off < chunk ? nbytes - off : chunk;
-    char* dd[1] = {dst + off};
+    __syncthreads();
+    if (threadIdx.x == 0) dd[0] = dst + off;
+    __syncthreads();
     cta_copy<PURLIN_VEC, false>(src + off, 0, dd, 1, n, w);
   }
 }
@@ -254,7 +251,8 @@ atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chu
   __shared__ const char* s[MAX_REFS];
   __shared__ char* d[1];
   __shared__ u32 tags[MAX_REFS];
-  Watch w = no_watch();
+  __shared__ Watch w;
+  no_watch(w);
   for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
     __syncthreads();
     for (int k = threadIdx.x; k < nsrc; k += blockDim.x) { s[k] = srcs_in[k] + off; tags[k] = 0; }
