@@ -61,12 +61,19 @@ class AtomCost:
         payload byte costs ``1 / wire_efficiency`` bytes of link capacity. 1.0 keeps the
         topology's effective bandwidth; in-switch reduction pays multicast/reduce
         protocol overhead on top of it.
+    reduce_out_gbps, reduce_src_gbps : float
+        A Reduce is not k copies: one CTA pays a fixed cost per output byte (accumulate,
+        convert, store) plus one per local source read, so its rate in output bytes is
+        ``1 / (1/reduce_out + k/reduce_src)`` (remote sources cost ``1/cta_remote`` each).
+        Unused by ``ce`` (no reductions) and ``switch`` (the switch reduces).
     """
 
     cta_local_gbps: float
     cta_remote_gbps: float
     op_start_us: float
     wire_efficiency: float
+    reduce_out_gbps: float
+    reduce_src_gbps: float
 
 
 @dataclass(frozen=True)

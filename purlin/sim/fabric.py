@@ -28,8 +28,9 @@ CTA cap: a CTA moves one stream per source; a stream runs at the Atom's
 store it feeds crosses a link; each extra destination (a broadcast store) is one more
 stream for ``sm``/``tma`` (a multicast store of ``switch`` is one stream). The streams
 of one instruction run one after the other in the CTA's loop, so
-the cap is ``1 / sum(1 / stream rate)``: a Reduce of k remote sources runs at
-``cta_remote_gbps / k`` in output bytes.
+the cap is ``1 / sum(1 / stream rate)``. A Reduce adds a stream for its output
+(``reduce_out_gbps``: accumulate, convert, store) and reads each local source at
+``reduce_src_gbps`` (remote ones at ``cta_remote_gbps``).
 """
 from __future__ import annotations
 
@@ -216,8 +217,13 @@ class Fabric:
                                           for s in srcs if not self.same_gpu(s, c)),
                                          default=0.0)
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
-            stream_rates = [cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
-                            else cost.cta_local_gbps for s in srcs]
+            if kind == "R":   # a fixed cost per output byte, plus one per source read
+                stream_rates = [cost.reduce_out_gbps] + [
+                    cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
+                    else cost.reduce_src_gbps for s in srcs]
+            else:
+                stream_rates = [cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
+                                else cost.cta_local_gbps for s in srcs]
         # stores: the write side of every destination
         for d, far in zip(dsts, remote_dst):
             if atom == "switch":

@@ -77,10 +77,10 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         if not any(sw.in_switch_reduce for sw in topo.switches):
             raise PlanError(f"policy.atom 'switch': topology {topo.name} has no switch with "
                             f"in_switch_reduce (NVLS)")
-    two_shot = c.is_reduce and pol.algorithm == "two_shot"
-    ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
-                   min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=two_shot)
     gs = df.groups(c)
+    has_tail = c.is_reduce and pol.algorithm == "two_shot" and any(len(g.holders) > 1 for g in gs)
+    ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
+                   min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=has_tail)
     staging = packets = 0
     chunk = pol.chunk_nbytes
     if pol.algorithm == "ring":

@@ -18,6 +18,8 @@ def round_calibration(**over: float):
         v[f"{atom}.cta_remote_gbps"] = 1e6
         v[f"{atom}.op_start_us"] = 0.2
         v[f"{atom}.wire_efficiency"] = 1.0
+        v[f"{atom}.reduce_out_gbps"] = 1e6
+        v[f"{atom}.reduce_src_gbps"] = 1e6
     v.update(over)
     return from_values(v, gpu_kind="test")
 

@@ -55,12 +55,21 @@ def test_cta_capped_flow_leaves_spare_capacity_to_the_other(cal):
 
 
 def test_reduce_cta_cap_is_per_stream():
-    # 2 remote sources at 50 GB/s per stream => 25 GB/s of output
-    c = round_calibration(**{"sm.cta_remote_gbps": 50.0})
+    # 2 remote sources at 50 GB/s per stream plus the output side at 100 => 20 GB/s out
+    c = round_calibration(**{"sm.cta_remote_gbps": 50.0, "sm.reduce_out_gbps": 100.0})
     prog = Program(2, 0, "reduce", (Reduce((Ref(0, "input", 0), Ref(1, "input", 0)),
                                            (Ref(2, "output", 0),), MB, "fp32", "add"),))
     r = simulate(schedule([prog], world=3), minimal(3), c)
-    assert r.time_us == pytest.approx(1.0 + 1.2 + MB / 25e3)
+    assert r.time_us == pytest.approx(1.0 + 1.2 + MB / 20e3)
+
+
+def test_local_reduce_pays_per_source_and_per_output():
+    # 4 local sources at 100 GB/s each plus the output at 50 => 1/(1/50 + 4/100) = 16.7 GB/s
+    c = round_calibration(**{"sm.reduce_src_gbps": 100.0, "sm.reduce_out_gbps": 50.0})
+    prog = Program(0, 0, "reduce", (Reduce(tuple(Ref(0, "input", 0) for _ in range(4)),
+                                           (Ref(0, "output", 0),), MB, "fp32", "add"),))
+    r = simulate(schedule([prog], world=2), minimal(2), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + MB / (1e3 / (1 / 50 + 4 / 100)))
 
 
 def test_packets_cost_twice_the_wire_and_land_with_their_flag(cal):

@@ -25,6 +25,7 @@ from pathlib import Path
 from purlin.errors import BackendUnavailable
 
 THREADS = 512            # threads per CTA of every Purlin kernel
+MIN_BLOCKS = 1           # CTAs per SM the launch bounds leave room for (128 registers)
 CUDA_DIR = Path(__file__).with_name("cuda")
 SOURCES = ("atoms.cuh", "snac.cu")
 
@@ -49,7 +50,7 @@ class AtomSet:
     @property
     def defines(self) -> tuple[str, ...]:
         return (f"-DPURLIN_VEC={self.vec_nbytes}", f"-DPURLIN_THREADS={THREADS}",
-                f"-DPURLIN_TMA={int(self.tma)}")
+                f"-DPURLIN_TMA={int(self.tma)}", f"-DPURLIN_MIN_BLOCKS={MIN_BLOCKS}")
 
 
 ATOM_SETS = {
@@ -57,21 +58,26 @@ ATOM_SETS = {
         "atom_copy": ("LDG.E.128", "STG.E.128"),
         "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
         "atom_reduce": ("LDG.E.128", "STG.E.128"),
-        "snac_run": ("LDG.E.128", "STG.E.128", "ST.E.STRONG.SYS", "LD.E.STRONG.SYS"),
+        "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
+                     "LDG.E.64.STRONG.SYS"),
+        "snac_run_pkt": ("LDG.E.128.STRONG.SYS", "STG.E.128.STRONG.SYS"),
     }),
     90: AtomSet("sm_90", 90, 16, True, ("sm", "async", "tma", "ce"), {
         "atom_copy": ("LDG.E.128", "STG.E.128"),
+        "atom_copy_l2": ("LDG.E.LTC256B.128",),
         "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
         "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S", "SYNCS"),
         "atom_reduce": ("LDG.E.128", "STG.E.128"),
-        "snac_run": ("LDG.E.128", "STG.E.128", "ST.E.STRONG.SYS", "LD.E.STRONG.SYS"),
+        "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
+                     "LDG.E.64.STRONG.SYS"),
+        "snac_run_pkt": ("LDG.E.128.STRONG.SYS", "STG.E.128.STRONG.SYS"),
         "snac_run_tma": ("UBLKCP.S.G", "UBLKCP.G.S"),
     }),
     100: AtomSet("sm_100", 100, 32, True, ("sm", "tma", "ce"), {
         "atom_copy": ("LDG.E.ENL2.256", "STG.E.ENL2.256"),
         "atom_reduce": ("LDG.E.ENL2.256", "STG.E.ENL2.256"),
         "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S"),
-        "snac_run": ("LDG.E.ENL2.256", "STG.E.ENL2.256", "ST.E.STRONG.SYS"),
+        "snac_run": ("LDG.E.ENL2.256", "STG.E.ENL2.256", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS"),
     }),
 }
 

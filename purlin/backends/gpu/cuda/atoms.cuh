@@ -21,10 +21,19 @@ typedef unsigned int u32;
 #define PURLIN_THREADS 512
 #endif
 #ifndef PURLIN_MIN_BLOCKS
-#define PURLIN_MIN_BLOCKS 2   // CTAs per SM the launch bounds keep room for
+#define PURLIN_MIN_BLOCKS 1   // CTAs per SM the launch bounds keep room for
 #endif
 #ifndef PURLIN_TMA
 #define PURLIN_TMA 0
+#endif
+
+// How the big Atom loops join their caller: inlined on sm_80/sm_90 (no spills at 128
+// registers); out of line on sm_100, where ptxas spilled heavily once every variant was
+// inlined into one kernel.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define PURLIN_ATOM_FN __forceinline__
+#else
+#define PURLIN_ATOM_FN __forceinline__
 #endif
 
 enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2, DT_INT32 = 3 };
@@ -38,6 +47,13 @@ template <int V> struct VecT;
 template <> struct VecT<4> { typedef V4 T; };
 template <> struct VecT<16> { typedef V16 T; };
 template <> struct VecT<32> { typedef V32 T; };
+
+// 16-byte load asking L2 to fetch the whole 256-byte block (streams of reads).
+__device__ __forceinline__ void ldv_l2(V16& r, const void* p) {
+  asm volatile("ld.global.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
+}
+template <class Vec> __device__ __forceinline__ void ldv_l2(Vec& r, const void* p) { ldv(r, p); }
 
 // V4: the fallback for Refs that are not 16-byte aligned.
 __device__ __forceinline__ void ldv(V4& r, const void* p) { r.w[0] = *(const volatile u32*)p; }
@@ -114,13 +130,15 @@ struct Watch {
   u64 timeout_ns;
   int rank, cta, pc;
   u64 base;
+  i64 plan_id;       // which plan the launch ran (the host's index), for the error message
 };
 
-// Records the first timeout of the launch: [claimed, rank, cta, pc, kind, where, want, seen, base].
+// Records the first timeout: [claimed, rank, cta, pc, kind, where, want, seen, base, plan].
 __device__ void watchdog_fire(const Watch& w, int kind, i64 where, u64 want, u64 seen) {
   if (atomicCAS((unsigned long long*)w.err, 0ull, 1ull) == 0ull) {
     w.err[1] = w.rank; w.err[2] = w.cta; w.err[3] = w.pc; w.err[4] = kind;
     w.err[5] = where; w.err[6] = (i64)want; w.err[7] = (i64)seen; w.err[8] = (i64)w.base;
+    w.err[9] = w.plan_id;
     __threadfence_system();
   }
   atomicExch((unsigned long long*)w.abort_flag, 1ull);
@@ -152,25 +170,87 @@ __device__ __forceinline__ Pkt wait_packet(const char* p, u32 tag, const Watch& 
   return wait_packet_slow(p, tag, w, where);
 }
 
+// Packet loads in two phases, so that every load of a batch is in flight before the first
+// tag is checked (a check right after each load would serialise the round trips):
+// issue: raw 16-byte packets into registers; finish: check tags (spinning out of line on
+// a stale one) and extract the payload.
+template <int V> struct PktRaw { V16 p[V / 8 > 0 ? V / 8 : 1]; };
+
+template <int V>
+__device__ __forceinline__ void pkt_issue(PktRaw<V>& raw, const char* window, i64 off) {
+  if (V == 4) {
+    ld_packet(window + 2 * (off & ~7ll), raw.p[0].w[0], raw.p[0].w[1], raw.p[0].w[2], raw.p[0].w[3]);
+    return;
+  }
+  const char* p = window + 2 * off;
+#pragma unroll
+  for (int k = 0; k < V / 8; ++k)
+    ld_packet(p + 16 * k, raw.p[k].w[0], raw.p[k].w[1], raw.p[k].w[2], raw.p[k].w[3]);
+}
+
+template <int V>
+__device__ __forceinline__ bool pkt_finish(typename VecT<V>::T& r, PktRaw<V>& raw, const char* window,
+                                           i64 off, u32 tag, const Watch& w) {
+  bool ok = true;
+  const int K = V / 8 > 0 ? V / 8 : 1;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (raw.p[k].w[1] != tag || raw.p[k].w[3] != tag) {
+      const i64 o = V == 4 ? (off & ~7ll) : off + 8 * k;
+      Pkt x = wait_packet_slow(window + 2 * o, tag, w, o);
+      raw.p[k].w[0] = x.lo; raw.p[k].w[2] = x.hi;
+      ok &= x.ok;
+    }
+  }
+  if (V == 4) {
+    r.w[0] = (off & 4) ? raw.p[0].w[2] : raw.p[0].w[0];
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) { r.w[2 * k] = raw.p[k].w[0]; r.w[2 * k + 1] = raw.p[k].w[2]; }
+  }
+  return ok;
+}
+
+// Wait until every used packet of a batch carries its tag, re-polling all stale ones
+// together: one round trip per poll for the whole batch, not one per packet.
+// addr[i] == nullptr marks an unused slot. ``where`` names the batch in a timeout record.
+template <int N>
+__device__ __forceinline__ bool pkt_settle(V16 (&pk)[N], const char* const (&addr)[N], const u32 (&tag)[N],
+                                           const Watch& w, i64 where) {
+  u32 spins = 0;
+  u64 start = 0;
+  while (true) {
+    bool stale = false;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (addr[i] && (pk[i].w[1] != tag[i] || pk[i].w[3] != tag[i])) stale = true;
+    if (!stale) return true;
+    if (spins == 0) start = globaltimer();
+    if ((++spins & 63u) == 0u) {
+      if (ld_volatile_u64(w.abort_flag)) return false;
+      if (globaltimer() - start > w.timeout_ns) {
+        u32 want = 0, seen = 0;
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+          if (addr[i] && (pk[i].w[1] != tag[i] || pk[i].w[3] != tag[i])) { want = tag[i]; seen = pk[i].w[1]; }
+        watchdog_fire(w, 2, where, want, seen);
+        return false;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (addr[i] && (pk[i].w[1] != tag[i] || pk[i].w[3] != tag[i]))
+        ld_packet(addr[i], pk[i].w[0], pk[i].w[1], pk[i].w[2], pk[i].w[3]);
+  }
+}
+
 // Load V payload bytes at payload offset ``off`` (V-aligned) of a packet window.
 template <int V>
 __device__ __forceinline__ bool ld_packets(typename VecT<V>::T& r, const char* window, i64 off,
                                            u32 tag, const Watch& w) {
-  if (V == 4) {
-    Pkt k = wait_packet(window + 2 * (off & ~7ll), tag, w, off & ~7ll);
-    r.w[0] = (off & 4) ? k.hi : k.lo;
-    return k.ok;
-  }
-  const char* p = window + 2 * off;
-  bool ok = true;
-#pragma unroll
-  for (int k = 0; k < V / 8; ++k) {
-    Pkt x = wait_packet(p + 16 * k, tag, w, off + 8 * k);
-    r.w[2 * k] = x.lo;
-    r.w[2 * k + 1] = x.hi;
-    ok &= x.ok;
-  }
-  return ok;
+  PktRaw<V> raw;
+  pkt_issue<V>(raw, window, off);
+  return pkt_finish<V>(r, raw, window, off, tag, w);
 }
 
 // ---- element types -----------------------------------------------------------------
@@ -232,22 +312,50 @@ template <int OP> __device__ __forceinline__ int fop(int x, int y) {
 // ---- copy: one read, every dst written -----------------------------------------------
 // srcs/dsts point at shared memory arrays set up by the caller. ``tag`` != 0 means the
 // source is a packet window (payload addressing, spin until tagged).
-template <int V, bool PKT>
-__device__ __forceinline__ bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
+template <int V, bool PKT, bool L2HINT = false>
+__device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
                          const Watch& w) {
   typedef typename VecT<V>::T Vec;
-  const int U = V == 32 ? 2 : 4;
+  const int U = PKT ? 4 : (V == 32 ? 4 : 8);   // vectors in flight per thread
   const i64 nv = nbytes / V;
   const i64 step = (i64)blockDim.x * U;
   bool ok = true;
   i64 i = threadIdx.x;
   for (; i + (U - 1) * (i64)blockDim.x < nv; i += step) {
     Vec v[U];
+    if (PKT && V == 16) {   // U vectors x 2 packets, issued together, settled together
+      V16 pk[2 * U];
+      const char* addr[2 * U];
+      u32 tg[2 * U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      i64 j = i + u * (i64)blockDim.x;
-      if (PKT) ok &= ld_packets<V>(v[u], src, j * V, tag, w);
-      else ldv(v[u], src + j * V);
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          addr[2 * u + k] = src + 2 * (i + u * (i64)blockDim.x) * V + 16 * k;
+          tg[2 * u + k] = tag;
+          ld_packet(addr[2 * u + k], pk[2 * u + k].w[0], pk[2 * u + k].w[1], pk[2 * u + k].w[2], pk[2 * u + k].w[3]);
+        }
+      ok &= pkt_settle<2 * U>(pk, addr, tg, w, i * V);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          v[u].w[(2 * k) % (V / 4)] = pk[2 * u + k].w[0];
+          v[u].w[(2 * k + 1) % (V / 4)] = pk[2 * u + k].w[2];
+        }
+    } else if (PKT) {
+      PktRaw<V> raw[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) pkt_issue<V>(raw[u], src, (i + u * (i64)blockDim.x) * V);
+#pragma unroll
+      for (int u = 0; u < U; ++u) ok &= pkt_finish<V>(v[u], raw[u], src, (i + u * (i64)blockDim.x) * V, tag, w);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        i64 j = i + u * (i64)blockDim.x;
+        if (L2HINT) ldv_l2(v[u], src + j * V);
+        else ldv(v[u], src + j * V);
+      }
     }
     for (int d = 0; d < ndst; ++d) {
       char* dst = dsts[d];
@@ -298,45 +406,98 @@ __device__ __forceinline__ A apply(int op, A x, A y) {
 }
 
 template <int V, int DT, bool PKT>
-__device__ __forceinline__ bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc, int op,
+__device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc, int op,
                                         char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
   typedef typename VecT<V>::T Vec;
   typedef DTr<DT> T;
   typedef typename T::A A;
   const int WORDS = V / 4;
   const int E = WORDS * T::EPW;              // elements per vector
-  const int B = V == 4 ? 1 : 4;              // sources loaded together
+  // sources loaded together, and vectors per thread (packet loads hold more registers)
+  const int B = V == 4 ? 1 : PKT ? 4 : (V == 32 ? 4 : 8);
+  const int U = 1;   // 2 spills at 128 registers
   const i64 nv = nbytes / V;
   bool ok = true;
-  for (i64 i = threadIdx.x; i < nv; i += blockDim.x) {
-    A acc[E];
+  for (i64 i = threadIdx.x; i < nv; i += (i64)blockDim.x * U) {
+    A acc[U][E];
     for (int s0 = 0; s0 < nsrc; s0 += B) {
-      Vec v[B];
+      Vec v[B][U];
+      if (PKT && V == 16) {   // U == 1: every source's 2 packets issued, then settled together
+        V16 pk[2 * B];
+        const char* addr[2 * B];
+        u32 tg[2 * B];
 #pragma unroll
-      for (int b = 0; b < B; ++b) {
-        if (s0 + b < nsrc) {
-          if (PKT && tags[s0 + b]) ok &= ld_packets<V>(v[b], srcs[s0 + b], i * V, tags[s0 + b], w);
-          else ldv(v[b], srcs[s0 + b] + i * V);
+        for (int b = 0; b < B; ++b) {
+          const bool is_pkt = s0 + b < nsrc && tags[s0 + b];
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            addr[2 * b + k] = is_pkt ? srcs[s0 + b] + 2 * i * V + 16 * k : nullptr;
+            tg[2 * b + k] = is_pkt ? tags[s0 + b] : 0u;
+            if (is_pkt) ld_packet(addr[2 * b + k], pk[2 * b + k].w[0], pk[2 * b + k].w[1],
+                                  pk[2 * b + k].w[2], pk[2 * b + k].w[3]);
+          }
+          if (s0 + b < nsrc && !tags[s0 + b]) ldv(v[b][0], srcs[s0 + b] + i * V);
+        }
+        ok &= pkt_settle<2 * B>(pk, addr, tg, w, i * V);
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          if (addr[2 * b])
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+              v[b][0].w[(2 * k) % (V / 4)] = pk[2 * b + k].w[0];
+              v[b][0].w[(2 * k + 1) % (V / 4)] = pk[2 * b + k].w[2];
+            }
+      } else if (PKT) {   // U == 1: issue every source's packets, then check them
+        PktRaw<V> raw[B];
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          if (s0 + b < nsrc) {
+            if (tags[s0 + b]) pkt_issue<V>(raw[b], srcs[s0 + b], i * V);
+            else ldv(v[b][0], srcs[s0 + b] + i * V);
+          }
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          if (s0 + b < nsrc && tags[s0 + b])
+            ok &= pkt_finish<V>(v[b][0], raw[b], srcs[s0 + b], i * V, tags[s0 + b], w);
+      } else {
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+          if (s0 + b < nsrc) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+              const i64 j = i + u * (i64)blockDim.x;
+              if (j < nv) ldv(v[b][u], srcs[s0 + b] + j * V);
+            }
+          }
         }
       }
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         if (s0 + b < nsrc) {
 #pragma unroll
-          for (int k = 0; k < WORDS; ++k) {
-            A x[T::EPW];
-            T::get(v[b].w[k], x);
+          for (int u = 0; u < U; ++u) {
 #pragma unroll
-            for (int e = 0; e < T::EPW; ++e)
-              acc[k * T::EPW + e] = (s0 + b == 0) ? x[e] : apply(op, acc[k * T::EPW + e], x[e]);
+            for (int k = 0; k < WORDS; ++k) {
+              A x[T::EPW];
+              T::get(v[b][u].w[k], x);
+#pragma unroll
+              for (int e = 0; e < T::EPW; ++e)
+                acc[u][k * T::EPW + e] = (s0 + b == 0) ? x[e] : apply(op, acc[u][k * T::EPW + e], x[e]);
+            }
           }
         }
       }
     }
-    Vec out;
 #pragma unroll
-    for (int k = 0; k < WORDS; ++k) out.w[k] = T::put(&acc[k * T::EPW]);
-    for (int d = 0; d < ndst; ++d) stv(dsts[d] + i * V, out);
+    for (int u = 0; u < U; ++u) {
+      const i64 j = i + u * (i64)blockDim.x;
+      if (j < nv) {
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) out.w[k] = T::put(&acc[u][k * T::EPW]);
+        for (int d = 0; d < ndst; ++d) stv(dsts[d] + j * V, out);
+      }
+    }
   }
   // tail: one 32-bit word (one or two elements) per thread
   for (i64 b = nv * V + 4 * (i64)threadIdx.x; b + 4 <= nbytes; b += 4 * (i64)blockDim.x) {
@@ -396,6 +557,33 @@ __device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbyt
     i64 b = n16 * 16;
     const volatile u32* s = (const volatile u32*)(src + b);
     st_packet(p + 2 * b, s[0], s[1], tag);
+  }
+}
+
+// A run of up to 8 consecutive PutPackets executed together: every thread issues the loads
+// of all of them before its first store, so a run costs one load round trip, not eight.
+// dsts[i] is the physical address of instruction i's first packet.
+__device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, const i64* nbytes,
+                                    const u32* tags, int m) {
+  i64 most = 0;
+  for (int i = 0; i < m; ++i) most = nbytes[i] / 16 > most ? nbytes[i] / 16 : most;
+  for (i64 j = threadIdx.x; j < most; j += blockDim.x) {
+    V16 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      if (k < m && j < nbytes[k] / 16) ldv(v[k], srcs[k] + 16 * j);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      if (k < m && j < nbytes[k] / 16) {
+        st_packet(dsts[k] + 32 * j, v[k].w[0], v[k].w[1], tags[k]);
+        st_packet(dsts[k] + 32 * j + 16, v[k].w[2], v[k].w[3], tags[k]);
+      }
+  }
+  if ((int)threadIdx.x < m && (nbytes[threadIdx.x] & 15)) {   // an 8-byte tail
+    const int k = threadIdx.x;
+    const i64 b = nbytes[k] / 16 * 16;
+    const volatile u32* sp = (const volatile u32*)(srcs[k] + b);
+    st_packet(dsts[k] + 2 * b, sp[0], sp[1], tags[k]);
   }
 }
 

@@ -11,7 +11,9 @@
 //   PUT_PACKETS a=value               c=src ref         e=dst ref
 //   WAIT_PACKETS a=value              c=src ref
 // Ref: 4 int64 {rank, buffer, offset, packet value (0: plain read)}.
-// Program table: 4 int32 per program {first record, count, rank, cta}.
+// Program table: 8 int32 per program {first record, count, rank, cta, first ref, refs, 0, 0}.
+// A CTA first copies its records, its refs and the pointer table into shared memory (as
+// much as fits), so that no instruction waits on a chain of global loads to start.
 enum { OPC_NOP = 0, OPC_COPY = 1, OPC_REDUCE = 2, OPC_NOTIFY = 3, OPC_WAIT = 4,
        OPC_PUT_PACKETS = 5, OPC_WAIT_PACKETS = 6 };
 enum { BUF_INPUT = 0, BUF_OUTPUT = 1, BUF_STAGING = 2, BUF_PACKETS = 3, BUF_SIGNALS = 4,
@@ -19,6 +21,10 @@ enum { BUF_INPUT = 0, BUF_OUTPUT = 1, BUF_STAGING = 2, BUF_PACKETS = 3, BUF_SIGN
 enum { ATOM_SM = 0, ATOM_TMA = 1, ATOM_CE = 2, ATOM_SWITCH = 3 };
 #define MAX_REFS 256
 #define REC 8
+#define PROG 8
+#define CACHE_RECS 64
+#define CACHE_REFS 160
+#define CACHE_PTRS 128
 
 // Epoch state, one per launch group (a process's ranks): [0] call index k, [1] base,
 // [2] CTAs finished in this call, [3] abort flag.
@@ -38,40 +44,46 @@ __device__ __forceinline__ char* resolve(const Env& env, const i64* ref) {
   return p + ref[2];
 }
 
-template <int V, int DT>
-__device__ __forceinline__ bool reduce_pkt(bool pkt, const char* const* s, const u32* tags, int ns, int op,
-                                           char* const* d, int nd, i64 n, const Watch& w) {
-  return pkt ? cta_reduce<V, DT, true>(s, tags, ns, op, d, nd, n, w)
-             : cta_reduce<V, DT, false>(s, tags, ns, op, d, nd, n, w);
-}
-template <int V>
-__device__ bool reduce_dispatch(int dt, int op, bool pkt, const char* const* s, const u32* tags, int ns,
-                                char* const* d, int nd, i64 n, const Watch& w) {
-  switch (dt) {
-    case DT_FP32: return reduce_pkt<V, DT_FP32>(pkt, s, tags, ns, op, d, nd, n, w);
-    case DT_FP16: return reduce_pkt<V, DT_FP16>(pkt, s, tags, ns, op, d, nd, n, w);
-    case DT_BF16: return reduce_pkt<V, DT_BF16>(pkt, s, tags, ns, op, d, nd, n, w);
-    default: return reduce_pkt<V, DT_INT32>(pkt, s, tags, ns, op, d, nd, n, w);
-  }
-}
-
 // All Refs of one instruction must be V-aligned for the V-byte path; else 16, else 4.
 __device__ __forceinline__ bool aligned(const void* p, int v) { return ((u64)p & (v - 1)) == 0; }
 
-template <int V>
-__device__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, const char* const* s, const u32* tags,
-                               int ns, char* const* d, int nd, i64 n, const Watch& w) {
+// WITH_PKT false: no packet paths are compiled in (smaller, spill-free interpreter).
+template <int V, bool WITH_PKT>
+__device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, const char* const* s,
+                                               const u32* tags, int ns, char* const* d, int nd, i64 n,
+                                               const Watch& w) {
+  // packets are the latency regime: small, so 16-byte accesses at most
+  const int VP = V > 16 ? 16 : V;
+  const int dt = (int)(dtop & 0xff), op = (int)((dtop >> 8) & 0xff);
+  if (!WITH_PKT) {
+    if (opc == OPC_COPY) return cta_copy<V, false>(s[0], 0, d, nd, n, w);
+    switch (dt) {
+      case DT_FP32: return cta_reduce<V, DT_FP32, false>(s, tags, ns, op, d, nd, n, w);
+      case DT_FP16: return cta_reduce<V, DT_FP16, false>(s, tags, ns, op, d, nd, n, w);
+      case DT_BF16: return cta_reduce<V, DT_BF16, false>(s, tags, ns, op, d, nd, n, w);
+      default: return cta_reduce<V, DT_INT32, false>(s, tags, ns, op, d, nd, n, w);
+    }
+  }
   if (opc == OPC_COPY)
-    return pkt ? cta_copy<V, true>(s[0], tags[0], d, nd, n, w)
+    return pkt ? cta_copy<VP, true>(s[0], tags[0], d, nd, n, w)
                : cta_copy<V, false>(s[0], 0, d, nd, n, w);
-  return reduce_dispatch<V>((int)(dtop & 0xff), (int)((dtop >> 8) & 0xff), pkt, s, tags, ns, d, nd, n, w);
+  switch (dt) {
+    case DT_FP32: return pkt ? cta_reduce<VP, DT_FP32, true>(s, tags, ns, op, d, nd, n, w)
+                             : cta_reduce<V, DT_FP32, false>(s, tags, ns, op, d, nd, n, w);
+    case DT_FP16: return pkt ? cta_reduce<VP, DT_FP16, true>(s, tags, ns, op, d, nd, n, w)
+                             : cta_reduce<V, DT_FP16, false>(s, tags, ns, op, d, nd, n, w);
+    case DT_BF16: return pkt ? cta_reduce<VP, DT_BF16, true>(s, tags, ns, op, d, nd, n, w)
+                             : cta_reduce<V, DT_BF16, false>(s, tags, ns, op, d, nd, n, w);
+    default: return pkt ? cta_reduce<VP, DT_INT32, true>(s, tags, ns, op, d, nd, n, w)
+                        : cta_reduce<V, DT_INT32, false>(s, tags, ns, op, d, nd, n, w);
+  }
 }
 
-template <bool WITH_TMA>
+template <bool WITH_TMA, bool WITH_PKT>
 __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ refs,
                           const int* __restrict__ progs, int prog_first,
-                          char* const* __restrict__ ptrs, i64 staging_half, i64 packets_half,
-                          u64* state, u64 stride, i64* err, u64 timeout_ns) {
+                          char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
+                          u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
   __shared__ const char* s_src[MAX_REFS];
   __shared__ char* s_dst[MAX_REFS];
   __shared__ u32 s_tag[MAX_REFS];
@@ -79,6 +91,9 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   __shared__ int s_parity, s_stop, s_align, s_pkt;
   __shared__ Watch w;
   __shared__ Env env;
+  __shared__ i64 s_code[CACHE_RECS * REC];
+  __shared__ i64 s_refs[CACHE_REFS * 4];
+  __shared__ char* s_ptrs[CACHE_PTRS];
 #if PURLIN_TMA
   __shared__ u64 s_bars[8];
   extern __shared__ __align__(128) char s_dyn[];
@@ -88,34 +103,48 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
     tma_init(tma);
   }
 #endif
-  const int* pr = progs + 4 * (prog_first + blockIdx.x);
-  const int first = pr[0], count = pr[1];
-  if (threadIdx.x == 0) {
-    s_base = ld_volatile_u64(&state[1]);
-    s_parity = (int)(ld_volatile_u64(&state[0]) & 1ull);
-    s_stop = ld_volatile_u64(&state[3]) != 0ull;   // an earlier call deadlocked: do nothing
-    env = Env{ptrs, staging_half, packets_half, s_base, s_parity};
-    w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, s_base};
+  // program bounds live in shared memory: registers are for the Atom loops
+  __shared__ int s_first, s_count, s_rfirst, s_ncode, s_nref;
+  {
+    const int* pr = progs + PROG * (prog_first + blockIdx.x);
+    const int first = pr[0], count = pr[1], rfirst = pr[4], rcount = pr[5];
+    const int ncode = count < CACHE_RECS ? count : CACHE_RECS;
+    const int nref = rcount < CACHE_REFS ? rcount : CACHE_REFS;
+    const bool ptrs_cached = nptrs <= CACHE_PTRS;
+    for (int k = threadIdx.x; k < ncode * REC; k += blockDim.x) s_code[k] = code[(i64)first * REC + k];
+    for (int k = threadIdx.x; k < nref * 4; k += blockDim.x) s_refs[k] = refs[(i64)rfirst * 4 + k];
+    if (ptrs_cached)
+      for (int k = threadIdx.x; k < nptrs; k += blockDim.x) s_ptrs[k] = ptrs[k];
+    if (threadIdx.x == 0) {
+      s_first = first; s_count = count; s_rfirst = rfirst; s_ncode = ncode; s_nref = nref;
+      s_base = ld_volatile_u64(&state[1]);
+      s_parity = (int)(ld_volatile_u64(&state[0]) & 1ull);
+      s_stop = ld_volatile_u64(&state[3]) != 0ull;   // an earlier call deadlocked: do nothing
+      env = Env{ptrs_cached ? (char* const*)s_ptrs : ptrs, staging_half, packets_half, s_base, s_parity};
+      w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, s_base, plan_id};
+    }
   }
   __syncthreads();
+  // record pc / ref k: from shared memory when cached
+#define RECORD(pc) ((pc) < s_ncode ? s_code + REC * (pc) : code + REC * (i64)(s_first + (pc)))
+#define REF(k) ((u64)((k) - s_rfirst) < (u64)s_nref ? s_refs + 4 * ((k) - s_rfirst) : refs + 4 * (i64)(k))
   const u32 tag_base = (u32)s_base;
 
-  for (int pc = 0; pc < count && !s_stop; ++pc) {
-    const i64* r = code + REC * (i64)(first + pc);
+  for (int pc = 0; pc < s_count && !s_stop; ++pc) {
+    const i64* r = RECORD(pc);
     const int opc = (int)r[0];
     const i64 nbytes = r[1];
     if (threadIdx.x == 0) w.pc = pc;   // read only by a watchdog firing seconds later
     bool ok = true;
     if (opc == OPC_COPY || opc == OPC_REDUCE) {
       const int nsrc = (int)r[5], ndst = (int)r[7];
-      const i64* sref = refs + 4 * r[4];
-      const i64* dref = refs + 4 * r[6];
+      const i64 sfirst = r[4], dfirst = r[6];
       if (threadIdx.x == 0) { s_align = PURLIN_VEC; s_pkt = 0; }
       __syncthreads();
       for (int k = threadIdx.x; k < nsrc + ndst; k += blockDim.x) {
         char* p;
         if (k < nsrc) {
-          const i64* f = sref + 4 * k;
+          const i64* f = REF(sfirst + k);
           p = resolve(env, f);
           u32 tag = 0;
           if (f[1] == BUF_PACKETS) {   // payload at 2 x offset, tagged (encode sets f[3])
@@ -126,13 +155,13 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
           s_tag[k] = tag;
           s_src[k] = p;
         } else {
-          p = resolve(env, dref + 4 * (k - nsrc));
+          p = resolve(env, REF(dfirst + k - nsrc));
           s_dst[k - nsrc] = p;
         }
         if (!aligned(p, PURLIN_VEC)) atomicMin(&s_align, aligned(p, 16) ? 16 : 4);
       }
       __syncthreads();
-      const bool pkt = s_pkt != 0;
+      const bool pkt = WITH_PKT && s_pkt != 0;
       const int atom = (int)r[3];
       const int align = s_align;
 #if PURLIN_TMA
@@ -141,11 +170,11 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
       } else
 #endif
       if (align == PURLIN_VEC) {
-        ok = copy_or_reduce<PURLIN_VEC>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<PURLIN_VEC, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
       } else if (align >= 16) {
-        ok = copy_or_reduce<16>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<16, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
       } else {
-        ok = copy_or_reduce<4>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<4, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
       }
       (void)atom;
       if (!ok) s_stop = 1;
@@ -179,14 +208,31 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
         }
       }
       __syncthreads();
-    } else if (opc == OPC_PUT_PACKETS) {
-      const i64* sref = refs + 4 * r[4];
-      const i64* dref = refs + 4 * r[6];
-      cta_put_packets(resolve(env, sref), (char*)resolve(env, dref), dref[2], nbytes,
-                      tag_base + (u32)r[2]);
+    } else if (WITH_PKT && opc == OPC_PUT_PACKETS) {
+      // this PutPackets and up to 7 more right after it, loads of all issued together
+      __shared__ i64 s_pn[8];
+      __shared__ int s_m;
+      if (threadIdx.x == 0) {
+        int m = 1;
+        while (m < 8 && pc + m < s_count && RECORD(pc + m)[0] == OPC_PUT_PACKETS) ++m;
+        s_m = m;
+      }
       __syncthreads();
-    } else if (opc == OPC_WAIT_PACKETS) {
-      const i64* sref = refs + 4 * r[4];
+      const int m = s_m;
+      if ((int)threadIdx.x < m) {
+        const i64* rr = RECORD(pc + (int)threadIdx.x);
+        const i64* dref = REF(rr[6]);
+        s_src[threadIdx.x] = resolve(env, REF(rr[4]));
+        s_dst[threadIdx.x] = resolve(env, dref) + 2 * dref[2];
+        s_pn[threadIdx.x] = rr[1];
+        s_tag[threadIdx.x] = tag_base + (u32)rr[2];
+      }
+      __syncthreads();
+      cta_put_packets_run(s_src, s_dst, s_pn, s_tag, m);
+      pc += m - 1;
+      __syncthreads();
+    } else if (WITH_PKT && opc == OPC_WAIT_PACKETS) {
+      const i64* sref = REF(r[4]);
       ok = cta_wait_packets(resolve(env, sref), sref[2], nbytes, tag_base + (u32)r[2], w);
       if (!ok) s_stop = 1;
       __syncthreads();
@@ -208,27 +254,36 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
-         int prog_first, char* const* __restrict__ ptrs, i64 staging_half, i64 packets_half,
-         u64* state, u64 stride, i64* err, u64 timeout_ns) {
-  snac_body<false>(code, refs, progs, prog_first, ptrs, staging_half, packets_half, state, stride,
-                   err, timeout_ns);
+         int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
+         u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+  snac_body<false, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
+                          stride, err, timeout_ns, plan_id);
+}
+
+// With the packet (latency-regime) paths: for schedules that use PutPackets/WaitPackets.
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
+snac_run_pkt(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
+             int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
+             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+  snac_body<false, true>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
+                         stride, err, timeout_ns, plan_id);
 }
 
 #if PURLIN_TMA
-// Same, with 4 x 8 KiB of dynamic shared memory for bulk copies (atom "tma").
+// With 4 x 8 KiB of dynamic shared memory for bulk copies (atom "tma"), no packet paths.
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
-             int prog_first, char* const* __restrict__ ptrs, i64 staging_half, i64 packets_half,
-             u64* state, u64 stride, i64* err, u64 timeout_ns) {
-  snac_body<true>(code, refs, progs, prog_first, ptrs, staging_half, packets_half, state, stride,
-                  err, timeout_ns);
+             int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
+             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+  snac_body<true, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
+                         stride, err, timeout_ns, plan_id);
 }
 #endif
 
 // ---- standalone Atom kernels (benchmarks, calibration) --------------------------------
 // CTA b moves chunks b, b + grid, ... of ``chunk`` bytes each.
 __device__ __forceinline__ void no_watch(Watch& w) {
-  if (threadIdx.x == 0) w = Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0};
+  if (threadIdx.x == 0) w = Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0, 0};
   __syncthreads();
 }
 
@@ -246,6 +301,21 @@ atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
   }
 }
 
+// Same as atom_copy, loads asking L2 for whole 256-byte blocks.
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
+atom_copy_l2(const char* src, char* dst, i64 nbytes, i64 chunk) {
+  __shared__ Watch w;
+  __shared__ char* dd[1];
+  no_watch(w);
+  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
+    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
+    __syncthreads();
+    if (threadIdx.x == 0) dd[0] = dst + off;
+    __syncthreads();
+    cta_copy<PURLIN_VEC, false, true>(src + off, 0, dd, 1, n, w);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chunk, int dt, int op) {
   __shared__ const char* s[MAX_REFS];
@@ -259,7 +329,7 @@ atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chu
     if (threadIdx.x == 0) d[0] = dst + off;
     __syncthreads();
     i64 n = nbytes - off < chunk ? nbytes - off : chunk;
-    reduce_dispatch<PURLIN_VEC>(dt, op, false, s, tags, nsrc, d, 1, n, w);
+    copy_or_reduce<PURLIN_VEC, false>(OPC_REDUCE, dt | (op << 8), false, s, tags, nsrc, d, 1, n, w);
   }
 }
 

@@ -1,0 +1,103 @@
+"""Raw microbenchmarks of the SNAC executor itself (no collectives), for the simulator.
+
+The Atom kernels alone (``calibrate.py``) miss what the interpreter adds: decoding an
+instruction, a Wait/Notify hop between CTAs, packets. These hand-made one-rank Schedules
+measure exactly the costs the simulator charges per instruction:
+
+- ``copy_ops``: one CTA runs k Copy instructions of n bytes (t = launch + k (start + n/r));
+- ``reduce_ops``: one CTA runs k Reduce instructions of m fp32 sources;
+- ``ctas``: c CTAs each copy n bytes once (rate against CTA count, HBM saturation);
+- ``chain``: N CTAs, each waits for its predecessor's Notify, then notifies the next;
+- ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it.
+
+    PYTHONPATH=. python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
+
+Writes h200-executor-calibration-raw.json (machine, date, command, raw samples).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets  # noqa: E402
+from purlin.spec import Collective, Layout  # noqa: E402
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+def spec(in_nbytes: int, out_nbytes: int) -> Collective:
+    """A one-rank stand-in: the executor needs only the buffer sizes."""
+    lay = lambda n: Layout.of([[("b", n)]] if n else [[]])  # noqa: E731
+    return Collective("micro", lay(in_nbytes), lay(out_nbytes), "add", "fp32")
+
+
+def copy_ops(k: int, n: int) -> Schedule:
+    ins = tuple(Copy(Ref(0, "input", i * n), (Ref(0, "output", i * n),), n) for i in range(k))
+    return Schedule(spec(k * n, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
+def reduce_ops(k: int, n: int, m: int) -> Schedule:
+    ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n) for j in range(m)),
+                       (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
+    return Schedule(spec(m * k * n, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
+def ctas(c: int, n: int) -> Schedule:
+    progs = tuple(Program(0, b, "micro", (Copy(Ref(0, "input", b * n), (Ref(0, "output", b * n),), n),))
+                  for b in range(c))
+    return Schedule(spec(c * n, c * n), progs, 0, 0, 1, 2)
+
+
+def chain(n_ctas: int) -> Schedule:
+    progs = [Program(0, 0, "micro", (Notify(0, 0, 1),))]
+    for b in range(1, n_ctas):
+        progs.append(Program(0, b, "micro", (Wait(b - 1, 1), Notify(0, b, 1))))
+    return Schedule(spec(0, 0), tuple(progs), 0, 0, n_ctas, 2)
+
+
+def packets(k: int, n: int) -> Schedule:
+    push = tuple(PutPackets(Ref(0, "input", i * n), Ref(0, "packets", i * n), n, 1) for i in range(k))
+    pull = tuple(x for i in range(k) for x in (WaitPackets(Ref(0, "packets", i * n), n, 1),
+                                               Copy(Ref(0, "packets", i * n), (Ref(0, "output", i * n),), n)))
+    return Schedule(spec(k * n, k * n), (Program(0, 0, "push", push), Program(0, 1, "pull", pull)),
+                    0, k * n, 1, 2)
+
+
+CASES = (
+    [("copy_ops", dict(k=k, n=n), copy_ops(k, n)) for k in (1, 4, 16, 64) for n in (4 * KiB, 64 * KiB, 1 * MiB)]
+    + [("reduce_ops", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (64 * KiB, 1 * MiB)
+       for m in (2, 4, 8)]
+    + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (1, 8, 32, 64, 128) for n in (256 * KiB, 4 * MiB)]
+    + [("chain", dict(ctas=c), chain(c)) for c in (1, 2, 8, 32, 64, 128)]
+    + [("packets", dict(k=k, n=n), packets(k, n)) for k in (1, 16) for n in (1 * KiB, 16 * KiB, 256 * KiB)]
+)
+
+
+def main() -> None:
+    from gpu_common import cupy, header, median, time_graph, write
+
+    from purlin.backends.gpu import LoopbackWorld
+    cp = cupy()
+    world = LoopbackWorld(1)
+    rows = []
+    for name, params, s in CASES:
+        c = s.collective
+        x = cp.random.standard_normal(max(1, c.input.nbytes(0) // 4), dtype=cp.float32).view(cp.uint8)
+        ins = [x[: c.input.nbytes(0)] if c.input.nbytes(0) else None]
+        outs = [cp.empty(c.output.nbytes(0), cp.uint8) if c.output.nbytes(0) else None]
+        world.run(s, ins, outs)
+        world.synchronize()
+        total = max(c.input.nbytes(0), 1)
+        calls = 64 if total <= 4 * MiB else 8
+        us = time_graph(lambda: world.run(s, ins, outs), calls=calls, replays=5, warmup=1)
+        world.check()
+        rows.append({"case": name, **params, "us_per_call": us})
+        print(f"{name:>10} {params}  {median(us):9.2f} us", flush=True)
+    doc = {**header(), "raw": rows}
+    print(write("h200-executor-calibration-raw.json", doc))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Fit the simulator's H200 parameters from raw GPU microbenchmarks (no collectives).
+
+    python benchmarks/fit_calibration.py [--raw benchmarks/results/h200-calibration-raw.json]
+
+Reads what ``benchmarks/calibrate.py`` measured on the GPU and rewrites the measured
+parameters of ``topologies/calibration/h200.json``, each with its provenance (the fit, the
+raw file, GPU, date). Parameters the single GPU cannot measure (NVLink rates, in-switch
+reduction) keep their priors. The fits:
+
+- ``<atom>.cta_local_gbps`` and ``<atom>.op_start_us``: least squares of one CTA's time per
+  launch against bytes (t = a + n / r) over chunk sizes; ``op_start_us = a - launch_us``;
+- ``launch_us``: a CUDA-graph replay of an empty kernel;
+- ``hbm_efficiency``: the best SM-copy payload rate at any CTA count x 2 (read + write)
+  over the topology's nominal HBM bandwidth;
+- ``signal_latency_us``: slope of a CTA flag chain's time against hops, less the
+  Notify issue cost (one hop = wait sees the flag + release-store of the next);
+- ``ce.*``: line through cudaMemcpyAsync time against bytes (start = intercept);
+- ``<atom>.reduce_out_gbps`` / ``reduce_src_gbps``: one CTA reducing k sources of n
+  output bytes, t = a + n/out + k n/src (least squares over k and n).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+CAL = ROOT / "topologies" / "calibration" / "h200.json"
+BEYOND_L2 = 256 << 20   # copies this large run from HBM, not the cache (a method choice)
+
+
+def line(xs, ys) -> tuple[float, float]:
+    """Least-squares intercept and slope."""
+    slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
+    return float(intercept), float(slope)
+
+
+def fit(raw: dict, hbm_nominal_gbps: float) -> dict[str, tuple[float, str]]:
+    med = statistics.median
+    r = raw["raw"]
+    out: dict[str, tuple[float, str]] = {}
+    launch = med(r["launch"]["graph_replay_empty_us"])
+    out["launch_us"] = (launch, "CUDA-graph replay of an empty kernel, median per launch")
+    for kind in ("sm", "tma"):
+        pts = [(p["bytes_moved"], med(p["us_per_launch"])) for p in r["copy_rate"]
+               if p["kind"] == kind and p["ctas"] == 1]
+        if len(pts) < 2:
+            continue
+        a, slope = line(*zip(*pts))
+        out[f"{kind}.cta_local_gbps"] = (1e-3 / slope, f"one CTA, time vs bytes over {len(pts)} chunk sizes: 1/slope (payload)")
+        out[f"{kind}.op_start_us"] = (max(0.0, a - launch), f"intercept {a:.3f} us of that line less launch_us")
+    red = [(p["sources"], p["output_bytes"], med(p["us_per_launch"])) for p in r.get("reduce_rate", ())
+           if p["ctas"] == 1]
+    if len(red) >= 3:
+        A = np.array([[1.0, n, n * k] for k, n, _ in red])
+        (_, per_out, per_src), *_ = np.linalg.lstsq(A, np.array([t for *_, t in red]), rcond=None)
+        how = (f"one CTA reducing k sources of n output bytes, least squares t = a + n/out + k n/src "
+               f"over {len(red)} runs")
+        for kind in ("sm", "tma"):
+            out[f"{kind}.reduce_out_gbps"] = (1e-3 / per_out, how + ": out")
+            out[f"{kind}.reduce_src_gbps"] = (1e-3 / per_src, how + ": src")
+    big = [p for p in r["copy_rate"] if p["kind"] == "sm" and p["bytes_moved"] >= BEYOND_L2]
+    best = max(p["bytes_moved"] / med(p["us_per_launch"]) / 1e3 for p in big)
+    out["hbm_efficiency"] = (min(1.0, 2 * best / hbm_nominal_gbps),
+                             f"best SM copy of >= {BEYOND_L2 >> 20} MiB (past the L2) {best:.0f} GB/s "
+                             f"payload x 2 / {hbm_nominal_gbps:.0f} GB/s nominal")
+    chain = [(p["hops"], med(p["us_per_launch"])) for p in r["signal"]]
+    _, hop = line(*zip(*chain))
+    out["signal_hop_us"] = (hop, "slope of a flag chain's time vs hops")
+    ce = [(p["bytes"], med(p["us_per_copy"])) for p in r["copy_engine"]]
+    a, slope = line(*zip(*ce))
+    out["ce.cta_local_gbps"] = (1e-3 / slope, "cudaMemcpyAsync D2D in a graph: 1/slope of time vs bytes")
+    out["ce.op_start_us"] = (max(0.0, a), "intercept of that line")
+    return out
+
+
+def fit_executor(raw: dict) -> dict[str, tuple[float, str]]:
+    """Per-instruction costs of the SNAC interpreter, from ``calibrate_executor.py``:
+    t = launch + k (start + n / rate) over one CTA's k Copy instructions of n bytes; the
+    Wait/Notify hop from a CTA chain; packets from a push/pull pair."""
+    med = statistics.median
+    rows = raw["raw"]
+    out: dict[str, tuple[float, str]] = {}
+    cp = [(r["k"], r["n"], med(r["us_per_call"])) for r in rows if r["case"] == "copy_ops"]
+    A = np.array([[1.0, k, k * n] for k, n, _ in cp])
+    (launch, start, inv_rate), *_ = np.linalg.lstsq(A, np.array([t for *_, t in cp]), rcond=None)
+    how = f"least squares t = L + k (s + n/r) over {len(cp)} (k, n) runs of one CTA's Copy instructions"
+    out["launch_us"] = (float(launch), f"{how}: L")
+    out["sm.op_start_us"] = (float(start), f"{how}: s")
+    out["sm.cta_local_gbps"] = (float(1e-3 / inv_rate), f"{how}: r (payload)")
+    chain = [(r["ctas"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "chain"]
+    _, hop = line(*zip(*chain))
+    out["signal_hop_us"] = (hop, "slope of an executor CTA chain (Wait, then Notify the next) vs hops")
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--raw", type=Path, default=RESULTS / "h200-calibration-raw.json")
+    ap.add_argument("--executor-raw", type=Path, default=RESULTS / "h200-executor-calibration-raw.json",
+                    help="executor microbenchmarks; where present they replace the Atom-kernel fits "
+                         "of launch, op start, per-CTA rate and signal hop")
+    ap.add_argument("--out", type=Path, default=CAL)
+    args = ap.parse_args(argv)
+    from purlin.topology import load_topology
+    raw = json.loads(args.raw.read_text())
+    hbm = load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps
+    fitted = fit(raw, hbm)
+    if args.executor_raw.exists():
+        ex = json.loads(args.executor_raw.read_text())
+        fitted.update({k: (v, f"{how}; {args.executor_raw.name}") for k, (v, how) in fit_executor(ex).items()})
+    doc = json.loads(args.out.read_text())
+    params = doc["parameters"]
+    where = (f"fit by benchmarks/fit_calibration.py from {args.raw.name} "
+             f"({raw['machine'].get('gpu', raw['machine'])}, {raw['date']})")
+    hop, how = fitted.pop("signal_hop_us")
+    notify = params["notify_issue_us"]["value"]
+    fitted["signal_latency_us"] = (hop - notify, f"{how} ({hop:.3f} us) less notify_issue_us {notify}")
+    for key, (value, how) in fitted.items():
+        params[key] = {"value": round(value, 4), "provenance": "measured", "source": f"{how}; {where}"}
+    doc["source"] = (f"H200 SXM. Measured parameters refit from GPU microbenchmarks ({where}; raw "
+                     f"samples in benchmarks/results/{args.raw.name}); NVLink and in-switch "
+                     "parameters stay priors (one GPU cannot measure them).")
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    for key, (value, how) in sorted(fitted.items()):
+        print(f"{key:>22} = {value:10.4f}   {how}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Atom bandwidth on this GPU against cudaMemcpy in the same run.
+
+Writes benchmarks/results/h200-atoms.json (name via --out). Summary:
+- copy_vs_memcpy_64MiB: best Atom copy (sm, async, tma) over cudaMemcpy D2D, worst size
+  >= 64 MiB (bytes read + written / time for both);
+- reduce8_vs_roofline: 8-source reduce (bf16, fp32) over (bytes read + written) / best
+  memcpy bandwidth, the lower of the two dtypes.
+
+Run: PYTHONPATH=. python3 benchmarks/gpu_atoms.py
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from gpu_common import cupy, header, median, time_graph, time_launches, write  # noqa: E402
+
+MiB = 1 << 20
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="h200-atoms.json")
+    ap.add_argument("--sizes-mib", default="64,256,1024")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args(argv)
+    cp = cupy()
+    from purlin.backends.gpu import atomset, kernels
+    k = kernels.for_device(0)
+    sms = k.sm_count
+    sizes = [int(s) * MiB for s in args.sizes_mib.split(",")]
+    doc = header()
+    doc["atom_set"] = k.atoms.name
+    doc["threads_per_cta"] = atomset.THREADS
+    raw = doc["raw"] = {"memcpy": {}, "copy": {}, "reduce": {}}
+    kind = cp.cuda.runtime.memcpyDeviceToDevice
+    biggest = max(sizes)
+    src = cp.random.randint(0, 255, biggest, dtype=cp.uint8)
+    dst = cp.empty(biggest, cp.uint8)
+    best_memcpy = 0.0
+    print(f"# {k.name}, {k.atoms.name}, {sms} SMs; GB/s count bytes read + written")
+    def timed(fn, n):
+        """Per-launch us from graph replays (no host launch cost in the numbers)."""
+        return time_graph(fn, calls=10 if n <= 256 * MiB else 4, replays=args.reps // 4, warmup=1)
+
+    raw["memcpy_graph"], raw["memcpy_events"] = {}, {}
+    for n in sizes:
+        # the baseline is the faster of two timings: graph replay and plain event-timed calls
+        mc = lambda: cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, kind,
+                                                 cp.cuda.get_current_stream().ptr)
+        raw["memcpy_graph"][str(n)] = timed(mc, n)
+        raw["memcpy_events"][str(n)] = time_launches(mc, args.reps)
+        t = min((raw["memcpy_graph"][str(n)], raw["memcpy_events"][str(n)]), key=median)
+        raw["memcpy"][str(n)] = t
+        bw = 2 * n / median(t) / 1e3
+        best_memcpy = max(best_memcpy, bw)
+        print(f"memcpy D2D {n // MiB:6d} MiB  {median(t):9.1f} us  {bw:7.0f} GB/s")
+
+    fcopy, fasync, fl2 = k.fn("atom_copy"), k.fn("atom_copy_async"), k.fn("atom_copy_l2")
+    configs = []
+    for ctas in (sms, 2 * sms, 4 * sms, 8 * sms):
+        configs.append(("sm", ctas, 0, 0))
+        configs.append(("sm_l2", ctas, 0, 0))
+        configs.append(("async", ctas, 0, 0))
+    for ctas in (sms, 2 * sms, 4 * sms):           # grid-stride: small chunks, interleaved
+        for gchunk in (64 << 10, 256 << 10):
+            configs.append(("sm_l2", ctas, -gchunk, 0))
+            configs.append(("sm", ctas, -gchunk, 0))
+    for ctas in (4 * sms, 8 * sms, 16 * sms):      # 256 threads per CTA (blockDim is free)
+        for gchunk in (32 << 10, 128 << 10):
+            configs.append(("sm256", ctas, -gchunk, 0))
+            configs.append(("sm256_l2", ctas, -gchunk, 0))
+    if k.atoms.tma:
+        ftma = k.fn("atom_copy_tma")
+        for stages, sb in ((4, 16384), (8, 16384), (4, 32768), (8, 24576)):
+            smem = stages * sb
+            cp.cuda.driver.funcSetAttribute(
+                ftma.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            for ctas in (sms, 2 * sms):
+                if smem * (ctas // sms) <= 227 * 1024:
+                    configs.append(("tma", ctas, stages, sb))
+    copy_best: dict[int, tuple[float, str]] = {}
+    for n in sizes:
+        for kind_name, ctas, stages, sb in configs:
+            chunk = ((n + ctas - 1) // ctas + 15) // 16 * 16     # one contiguous piece per CTA
+            if stages < 0:                                        # grid-stride chunks
+                chunk, stages = -stages, 0
+            if kind_name.startswith("sm"):
+                fn = fl2 if kind_name.endswith("_l2") else fcopy
+                threads = 256 if kind_name.startswith("sm256") else atomset.THREADS
+                launch = lambda: fn((ctas,), (threads,), (src, dst, np.int64(n), np.int64(chunk)))
+            elif kind_name == "async":
+                launch = lambda: fasync((ctas,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(chunk)),
+                                        shared_mem=4 * 16 * atomset.THREADS)
+            else:
+                launch = lambda: ftma((ctas,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(chunk),
+                                                                      np.int32(stages), np.int32(sb)),
+                                      shared_mem=stages * sb)
+            t = timed(launch, n)
+            key = f"{kind_name}/ctas={ctas}/chunk={chunk}/stages={stages}x{sb}"
+            raw["copy"].setdefault(key, {})[str(n)] = t
+            bw = 2 * n / median(t) / 1e3
+            if bw > copy_best.get(n, (0, ""))[0]:
+                copy_best[n] = (bw, key)
+        # correctness of the last config of each kind at this size
+        dst.fill(0)
+        fcopy((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(((n + 2 * sms - 1) // (2 * sms) + 15) // 16 * 16)))
+        assert bool(cp.array_equal(src[:n], dst[:n])), "atom_copy wrong"
+        memcpy_bw = 2 * n / median(raw["memcpy"][str(n)]) / 1e3
+        print(f"copy best {n // MiB:6d} MiB  {copy_best[n][0]:7.0f} GB/s = {copy_best[n][0] / memcpy_bw:.3f} "
+              f"x memcpy  ({copy_best[n][1]})")
+    per_kind = {}
+    for key, by_size in raw["copy"].items():
+        kname = key.split("/")[0]
+        for n_s, t in by_size.items():
+            bw = 2 * int(n_s) / median(t) / 1e3
+            cur = per_kind.setdefault(kname, {}).get(n_s)
+            if cur is None or bw > cur[0]:
+                per_kind[kname][n_s] = (bw, key)
+    doc["copy_best_by_kind"] = {kn: {n: {"gbps": v[0], "config": v[1]} for n, v in d.items()}
+                                for kn, d in per_kind.items()}
+
+    # ---- reduce: 8 sources -> 1, bf16 and fp32 ----
+    fred = k.fn("atom_reduce")
+    red_best = {}
+    for dtn, dtc in (("bf16", 2), ("fp32", 0)):
+        for n in [x for x in sizes if x <= 256 * MiB]:
+            srcs = [cp.random.standard_normal(n // 4, dtype=cp.float32).view(cp.uint8) for _ in range(8)]
+            ptrs = cp.asarray(np.array([x.data.ptr for x in srcs], np.uint64))
+            out = cp.empty(n, cp.uint8)
+            for ctas in (sms, 2 * sms, 4 * sms, 8 * sms):
+                chunk = ((n + ctas - 1) // ctas + 15) // 16 * 16
+                launch = lambda: fred((ctas,), (atomset.THREADS,),
+                                      (ptrs, np.int32(8), out, np.int64(n), np.int64(chunk), np.int32(dtc), np.int32(0)))
+                t = timed(launch, n)
+                key = f"{dtn}/ctas={ctas}"
+                raw["reduce"].setdefault(key, {})[str(n)] = t
+                bw = 9 * n / median(t) / 1e3
+                if bw > red_best.get((dtn, n), (0, ""))[0]:
+                    red_best[(dtn, n)] = (bw, key)
+            if dtn == "fp32":   # exact check: fp32 sums in source order
+                acc = srcs[0].view(cp.float32).copy()
+                for x in srcs[1:]:
+                    acc = acc + x.view(cp.float32)
+                assert bool(cp.array_equal(acc, out.view(cp.float32))), "atom_reduce fp32 wrong"
+            print(f"reduce8 {dtn} {n // MiB:4d} MiB out  {red_best[(dtn, n)][0]:7.0f} GB/s = "
+                  f"{red_best[(dtn, n)][0] / best_memcpy:.3f} x roofline ({red_best[(dtn, n)][1]})")
+            del srcs
+    ratios = {}
+    for n in sizes:
+        if n >= 64 * MiB:
+            ratios[str(n)] = copy_best[n][0] / (2 * n / median(raw["memcpy"][str(n)]) / 1e3)
+    red = {}
+    for dtn in ("bf16", "fp32"):
+        red[dtn] = max(v[0] for (d, n), v in red_best.items() if d == dtn and n >= 64 * MiB) / best_memcpy
+    doc["summary"] = {
+        "copy_vs_memcpy_64MiB": min(ratios.values()),
+        "copy_vs_memcpy_by_size": ratios,
+        "copy_best_config": {str(n): v[1] for n, v in copy_best.items()},
+        "reduce8_vs_roofline": min(red.values()),
+        "reduce8_vs_roofline_by_dtype": red,
+        "reduce8_best_config": {f"{d}/{n}": v[1] for (d, n), v in red_best.items()},
+        "memcpy_best_gbps": best_memcpy,
+        "targets": {"copy_vs_memcpy_64MiB": ">= 0.95", "reduce8_vs_roofline": ">= 0.90"},
+    }
+    path = write(args.out, doc)
+    print(f"summary {doc['summary']['copy_vs_memcpy_64MiB']:.3f} copy/memcpy, "
+          f"{doc['summary']['reduce8_vs_roofline']:.3f} reduce8/roofline -> {path}")
+    return doc
+
+
+if __name__ == "__main__":
+    main()

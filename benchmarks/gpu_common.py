@@ -1,0 +1,133 @@
+"""Shared by the GPU benchmarks: timing with CUDA events, results files, tables."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("results")
+
+
+def cupy():
+    from purlin.backends.gpu.kernels import cupy as _cupy
+    return _cupy()
+
+
+def time_launches(fn, reps: int = 20, warmup: int = 3, stream=None) -> list[float]:
+    """Microseconds of ``fn()`` (which enqueues work on ``stream``), each timed by events."""
+    cp = cupy()
+    cp.cuda.runtime.deviceSynchronize()
+    stream = stream or cp.cuda.get_current_stream()
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(stream)
+        fn()
+        b.record(stream)
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
+    return out
+
+
+def time_graph(fn, calls: int, replays: int = 8, warmup: int = 2) -> list[float]:
+    """Per-call microseconds: capture ``calls`` calls of ``fn()`` in one CUDA graph, replay
+    it ``replays`` times after ``warmup`` replays, each replay timed by events."""
+    cp = cupy()
+    cp.cuda.runtime.deviceSynchronize()       # inputs made on other streams are ready
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        fn()                                  # plans, uploads, allocations: outside capture
+        stream.synchronize()
+        stream.begin_capture()
+        for _ in range(calls):
+            fn()
+        graph = stream.end_capture()
+        for _ in range(warmup):
+            graph.launch(stream)
+        stream.synchronize()
+        out = []
+        for _ in range(replays):
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record(stream)
+            graph.launch(stream)
+            b.record(stream)
+            b.synchronize()
+            out.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / calls)
+    return out
+
+
+def median(xs) -> float:
+    return float(statistics.median(xs))
+
+
+def header(command: str | None = None) -> dict:
+    from purlin.backends.gpu.kernels import machine
+    return {"machine": machine(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": command or " ".join([os.path.basename(sys.executable)] + sys.argv)}
+
+
+def write(name: str, doc: dict, out_dir: str | None = None) -> Path:
+    """Write ``doc`` to benchmarks/results/NAME (and to $OUT when set, for the device tool)."""
+    paths = [RESULTS / name]
+    if out_dir or os.environ.get("OUT"):
+        paths.append(Path(out_dir or os.environ["OUT"]) / name)
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return paths[0]
+
+
+def nccl_table(rows: list[dict], title: str) -> str:
+    """nccl-tests style: size count type redop time(us) algbw busbw #wrong."""
+    lines = [f"# {title}",
+             f"# {'size':>12} {'count':>12} {'type':>6} {'redop':>6} {'time(us)':>10} "
+             f"{'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'#wrong':>7}"]
+    for r in rows:
+        lines.append(f"  {r['size']:>12} {r['count']:>12} {r['type']:>6} {r['redop']:>6} "
+                     f"{r['time_us']:>10.2f} {r['algbw_gbps']:>11.2f} {r['busbw_gbps']:>11.2f} "
+                     f"{r['wrong']:>7}")
+    return "\n".join(lines)
+
+
+def gpu_expected(c, ins):
+    """The outputs of collective ``c`` computed on the GPU with cupy from ``ins`` (uint8
+    cupy arrays, None for empty): copies exactly; fp32/int32 add reductions in rank order
+    (what the Atoms compute, bit for bit). Other reductions: None (not checked here)."""
+    cp = cupy()
+    from purlin.spec.collective import output_sources
+    if c.is_reduce and not (c.op == "add" and c.dtype.name in ("fp32", "int32")):
+        return None
+    outs = [cp.zeros(c.output.nbytes(q), cp.uint8) for q in range(c.world)]
+    view = {"fp32": cp.float32, "int32": cp.int32}.get(c.dtype.name)
+    for p, srcs in output_sources(c):
+        if not p.nbytes:
+            continue
+        pieces = [ins[s.rank][s.offset:s.offset + s.nbytes] for s in srcs]
+        if c.is_reduce:
+            acc = pieces[0].view(view).copy()
+            for x in pieces[1:]:
+                acc = acc + x.view(view)
+            data = acc.view(cp.uint8)
+        else:
+            data = pieces[0]
+        outs[p.rank][p.offset:p.offset + p.nbytes] = data
+    return outs
+
+
+def least_traffic(c) -> int:
+    """Bytes the collective must move through HBM at least: every output byte written once
+    and every input byte some output depends on read once, summed over ranks."""
+    from purlin.spec.collective import output_sources
+    out = sum(c.output.nbytes(q) for q in range(c.world))
+    needed = set()
+    for p, srcs in output_sources(c):
+        for s in srcs:
+            needed.add((s.rank, s.name, s.offset, s.nbytes))
+    return out + sum(n for *_, n in needed)

@@ -1,0 +1,208 @@
+"""The seven Purlin collectives in a loopback world (W virtual ranks on one GPU), timed
+with CUDA graphs, against the HBM roofline measured with cudaMemcpy in the same run.
+
+Writes benchmarks/results/h200-loopback.json. Summary:
+- loopback_large_vs_roofline: per collective at W=8 with >= 64 MiB input per rank,
+  (least HBM traffic / memcpy bandwidth) / measured time; the worst of the seven;
+- loopback_ar8_8KiB_us: AllReduce W=8 8 KiB, per call in a graph of 128 calls.
+Prints nccl-tests-style tables for a size sweep (every element checked).
+
+Run: PYTHONPATH=. python3 benchmarks/gpu_loopback.py
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from gpu_common import (cupy, gpu_expected, header, least_traffic, median, nccl_table,  # noqa: E402
+                        time_graph, time_launches, write)
+
+MiB, KiB = 1 << 20, 1 << 10
+W = 8
+
+
+def per_rank_size(name: str, per_rank_input: int) -> int:
+    """The nccl-tests size giving ``per_rank_input`` bytes of input on every rank."""
+    return per_rank_input * W if name in ("all_gather", "all_gather_v") else per_rank_input
+
+
+def buffers(cp, c, rng_seed=0):
+    rs = cp.random.RandomState(rng_seed)
+    ins = [rs.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32).view(cp.uint8)
+           if c.input.nbytes(r) else None for r in range(W)]
+    outs = [cp.full(c.output.nbytes(r), 0xA5, cp.uint8) if c.output.nbytes(r) else None
+            for r in range(W)]
+    return ins, outs
+
+
+def wrong(cp, c, ins, outs) -> int:
+    want = gpu_expected(c, [x if x is not None else cp.zeros(0, cp.uint8) for x in ins])
+    if want is None:
+        return -1
+    return sum(int(cp.count_nonzero(o.view(cp.uint32) != e.view(cp.uint32)))
+               for o, e in zip(outs, want) if o is not None)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="h200-loopback.json")
+    ap.add_argument("--large-mib", type=int, default=64)
+    ap.add_argument("--sweep", default="8K,64K,512K,4M,32M,256M")
+    args = ap.parse_args(argv)
+    cp = cupy()
+    from purlin.backends.gpu import LoopbackWorld
+    from purlin.snac import Policy
+    from purlin.spec import library
+    world = LoopbackWorld(W)
+    doc = header()
+    raw = doc["raw"] = {"memcpy": {}, "large": {}, "ar8_8KiB": {}, "sweep": {}}
+    doc["cta_budget_per_rank"] = world.cta_budget
+    budget = world.cta_budget
+
+    # ---- HBM roofline: cudaMemcpy D2D, bytes read + written ----
+    n = 1 << 30
+    a, b = cp.empty(n, cp.uint8), cp.empty(n, cp.uint8)
+    a.fill(1)
+    s = cp.cuda.get_current_stream()
+    kind = cp.cuda.runtime.memcpyDeviceToDevice
+    for size in (256 * MiB, 1 << 30):
+        raw["memcpy"][str(size)] = time_launches(
+            lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, kind, s.ptr), 20)
+    memcpy_bw = max(2 * int(k) / median(v) / 1e3 for k, v in raw["memcpy"].items())   # GB/s
+    print(f"# roofline: cudaMemcpy D2D {memcpy_bw:.0f} GB/s (read + write); CTA budget/rank {budget}")
+
+    # ---- large: the seven at >= 64 MiB per rank ----
+    summary_large = {}
+    per_rank = args.large_mib * MiB
+    for name in library.PURLIN_SEVEN:
+        c = library.from_size(name, W, per_rank_size(name, per_rank), "fp32", seed=1)
+        ins, outs = buffers(cp, c)
+        need = least_traffic(c)
+        ideal_us = need / memcpy_bw / 1e3
+        best = None
+        configs = {"auto": None}
+        # direct (zero-copy) with the whole CTA budget on the one role it uses, and half
+        for ctas in (budget - 1, max(1, budget // 2)):
+            for div in (1, 2, 4):
+                work = max(c.input.nbytes(r) for r in range(W))
+                if c.is_reduce:
+                    chunk = max(64 * KiB, work // (W * ctas * div) // 4096 * 4096)
+                    pol = Policy(regime="direct", put_ctas=1, consumer_ctas=ctas, chunk_nbytes=chunk)
+                    if name.startswith("reduce_scatter"):   # one holder per block: one-shot moves
+                        configs[f"direct/one_shot/ctas={ctas}/chunk={chunk}"] = pol.with_(algorithm="one_shot")
+                else:
+                    chunk = max(64 * KiB, work // (ctas * div) // 4096 * 4096)
+                    pol = Policy(regime="direct", put_ctas=ctas, consumer_ctas=1, chunk_nbytes=chunk)
+                configs[f"direct/ctas={ctas}/chunk={chunk}"] = pol
+        for key, pol in configs.items():
+            try:
+                t0 = time.time()
+                sched = world.plan(c, pol)
+                plan_s = time.time() - t0
+                fn = lambda: world.run(sched, ins, outs)
+                samples = time_graph(fn, calls=8, replays=5)
+                world.check()
+            except Exception as e:   # a policy the planner refuses: record why
+                raw["large"].setdefault(name, {})[key] = {"error": f"{type(e).__name__}: {e}"}
+                continue
+            for o in outs:
+                if o is not None:
+                    o.fill(0xA5)
+            world.run(sched, ins, outs)
+            world.synchronize()
+            bad = wrong(cp, c, ins, outs)
+            t = median(samples)
+            ratio = ideal_us / t
+            raw["large"].setdefault(name, {})[key] = {
+                "samples_us": samples, "ctas": len(sched.programs), "wrong": bad,
+                "plan_s": plan_s, "policy": sched.policy, "vs_roofline": ratio}
+            if bad == 0 and (best is None or ratio > best[0]):
+                best = (ratio, key, t)
+        summary_large[name] = {"vs_roofline": best[0] if best else 0.0, "config": best[1] if best else None,
+                               "time_us": best[2] if best else None, "least_traffic_bytes": need,
+                               "input_per_rank_max": max(c.input.nbytes(r) for r in range(W))}
+        print(f"{name:18s} W={W} best {best[0] if best else 0:.3f} x roofline "
+              f"({best[2] if best else 0:.0f} us, ideal {ideal_us:.0f} us, {best[1] if best else '-'})")
+
+    # ---- AllReduce W=8, 8 KiB: per call in a graph of 128 calls ----
+    c = library.all_reduce(W, 8 * KiB, "fp32")
+    ins, outs = buffers(cp, c)
+    lat_cfgs = {"auto": None}
+    for p, q in ((1, 1), (2, 2), (4, 4), (1, 4), (8, 8)):
+        lat_cfgs[f"latency/one_shot/put={p}/cons={q}"] = Policy(regime="latency", algorithm="one_shot",
+                                                                put_ctas=p, consumer_ctas=q)
+    lat_cfgs["latency/two_shot/put=2/cons=2"] = Policy(regime="latency", algorithm="two_shot",
+                                                       put_ctas=2, consumer_ctas=2)
+    best_lat = None
+    for key, pol in lat_cfgs.items():
+        try:
+            sched = world.plan(c, pol)
+            samples = time_graph(lambda: world.run(sched, ins, outs), calls=128, replays=8)
+            world.check()
+        except Exception as e:
+            raw["ar8_8KiB"][key] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        world.run(sched, ins, outs)
+        world.synchronize()
+        bad = wrong(cp, c, ins, outs)
+        raw["ar8_8KiB"][key] = {"samples_us": samples, "ctas": len(sched.programs), "wrong": bad,
+                                "policy": sched.policy}
+        t = median(samples)
+        if bad == 0 and (best_lat is None or t < best_lat[0]):
+            best_lat = (t, key)
+        print(f"all_reduce W=8 8 KiB {key:34s} {t:7.2f} us/call  wrong={bad}")
+
+    # ---- sweep: nccl-tests tables, default (auto) policy, every element checked ----
+    tables = []
+    for name in library.PURLIN_SEVEN:
+        rows = []
+        for tok in args.sweep.split(","):
+            size = int(tok[:-1]) * (KiB if tok.endswith("K") else MiB)
+            c = library.from_size(name, W, size, "fp32", seed=2)
+            ins, outs = buffers(cp, c, 3)
+            sched = world.plan(c)
+            calls = 128 if size <= 512 * KiB else 16 if size <= 32 * MiB else 4
+            samples = time_graph(lambda: world.run(sched, ins, outs), calls=calls, replays=5)
+            world.check()
+            for o in outs:
+                if o is not None:
+                    o.fill(0xA5)
+            world.run(sched, ins, outs)
+            world.synchronize()
+            bad = wrong(cp, c, ins, outs)
+            t = median(samples)
+            if name.startswith("all_gather"):
+                logical = max(c.output.nbytes(r) for r in range(W))
+            else:
+                logical = max(c.input.nbytes(r) for r in range(W))
+            algbw = logical / t / 1e3
+            rows.append({"size": size, "count": logical // 4, "type": "float",
+                         "redop": "sum" if c.is_reduce else "none", "time_us": t, "algbw_gbps": algbw,
+                         "busbw_gbps": algbw * library.BUSBW_FACTOR[name](W), "wrong": bad,
+                         "regime": sched.policy.get("regime"), "samples_us": samples})
+            raw["sweep"][name] = rows
+        tables.append(nccl_table(rows, f"{name} W={W} loopback (one H200), auto policy"))
+        print(tables[-1])
+
+    worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])
+    doc["summary"] = {
+        "loopback_large_vs_roofline": worst[1]["vs_roofline"],
+        "loopback_large_worst": worst[0],
+        "loopback_large_by_collective": summary_large,
+        "loopback_ar8_8KiB_us": best_lat[0] if best_lat else None,
+        "loopback_ar8_8KiB_config": best_lat[1] if best_lat else None,
+        "memcpy_gbps": memcpy_bw,
+        "large_input_per_rank_bytes": per_rank,
+        "targets": {"loopback_large_vs_roofline": ">= 0.80", "loopback_ar8_8KiB_us": "<= 8"},
+    }
+    doc["tables"] = tables
+    path = write(args.out, doc)
+    print(f"summary: large worst {worst[0]} {worst[1]['vs_roofline']:.3f} x roofline; "
+          f"AR8 8KiB {doc['summary']['loopback_ar8_8KiB_us']} us -> {path}")
+    return doc
+
+
+if __name__ == "__main__":
+    main()

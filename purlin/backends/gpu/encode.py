@@ -1,0 +1,254 @@
+"""Schedule -> flat integer arrays the SNAC interpreter kernel reads. Pure numpy, no GPU.
+
+Layout (must match ``cuda/snac.cu``; ``tests/backends/gpu/test_encode.py`` checks it):
+
+- ``code``: int64 ``[n, 8]``, one record per instruction:
+  ``[opcode, nbytes, a, b, c, d, e, f]`` with, per opcode,
+
+  ========== ================== ====== ========= ==== ========= ====
+  opcode     a                  b      c         d    e         f
+  ========== ================== ====== ========= ==== ========= ====
+  COPY       0                  atom   src ref   1    dst ref   ndst
+  REDUCE     dtype | op << 8    atom   src ref   nsrc dst ref   ndst
+  NOTIFY     peer               signal value
+  WAIT                          signal value
+  PUT_PKTS   value                     src ref        dst ref
+  WAIT_PKTS  value                     src ref
+  NOP        (a WaitPackets fused into the read that follows it)
+  ========== ================== ====== ========= ==== ========= ====
+
+  "ref" columns index the first of consecutive rows of ``refs``.
+- ``refs``: int64 ``[m, 4]``: ``rank, buffer, offset, packet value``. A source in the
+  ``packets`` buffer carries the value of the WaitPackets that covers it, so the read
+  itself checks each packet's tag (that is how WaitPackets fuses with the next read).
+- ``progs``: int32 ``[p, 8]``: ``first record, count, rank, cta, first ref, refs, 0, 0``,
+  sorted by (rank, cta); CTA ``b`` of a launch runs program ``prog_first + b`` (and copies
+  its records and refs into shared memory first).
+
+Examples
+--------
+>>> from purlin.snac.ir import Copy, Program, Ref, Schedule
+>>> from purlin.spec import library
+>>> c = library.all_gather(2, 16, "fp32")
+>>> progs = tuple(Program(r, 0, "local", (Copy(Ref(r, "input", 0), (Ref(q, "output", 16 * r),
+...               Ref(r, "output", 16 * r)) if q != r else (Ref(r, "output", 16 * r),), 16),))
+...               for r, q in ((0, 1), (1, 0)))
+>>> enc = encode(Schedule(c, progs, 0, 0, 0, 2))
+>>> enc.code.shape, enc.refs.shape, enc.rank_programs(1)
+((2, 8), (6, 4), (1, 1))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from purlin.errors import ScheduleError
+from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets
+
+REC = 8
+PROG = 8
+MAX_REFS = 256      # srcs + dsts of one instruction (shared-memory arrays in the kernel)
+OPC = {"NOP": 0, "COPY": 1, "REDUCE": 2, "NOTIFY": 3, "WAIT": 4, "PUT_PACKETS": 5,
+       "WAIT_PACKETS": 6}
+BUF = {"input": 0, "output": 1, "staging": 2, "packets": 3, "signals": 4}
+NBUF = 8            # pointer-table stride per rank
+ATOM = {"sm": 0, "tma": 1, "ce": 2, "switch": 3}
+DTYPE = {"fp32": 0, "fp16": 1, "bf16": 2, "int32": 3}
+OP = {"add": 0, "max": 1, "min": 2, "mul": 3}
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A schedule as arrays, plus what a world must provide to run it."""
+
+    code: np.ndarray
+    refs: np.ndarray
+    progs: np.ndarray
+    world: int
+    staging_nbytes: int       # per half
+    packets_nbytes: int       # payload per half (physical: twice)
+    num_signals: int
+    epoch_stride: int
+    uses_tma: bool
+    uses_packets: bool
+    fused_waits: int          # WaitPackets turned into NOPs (their read checks the tags)
+
+    def rank_programs(self, rank: int) -> tuple[int, int]:
+        """(first program index, number of programs) of ``rank``."""
+        idx = np.nonzero(self.progs[:, 2] == rank)[0]
+        if len(idx) == 0:
+            return (0, 0)
+        return (int(idx[0]), int(len(idx)))
+
+    def touches_peers(self, rank: int) -> bool:
+        """Whether ``rank``'s programs read or write another rank's input or output."""
+        first, n = self.rank_programs(rank)
+        for p in range(first, first + n):
+            f, cnt = int(self.progs[p, 0]), int(self.progs[p, 1])
+            for rec in self.code[f:f + cnt]:
+                if rec[0] in (OPC["COPY"], OPC["REDUCE"]):
+                    for k in list(range(rec[4], rec[4] + rec[5])) + list(range(rec[6], rec[6] + rec[7])):
+                        if self.refs[k, 0] != rank and self.refs[k, 1] in (0, 1):
+                            return True
+        return False
+
+
+def _where(prog, i) -> str:
+    return f"rank {prog.rank}, cta {prog.cta}, instr {i}"
+
+
+def _covering_wait(waits: list[WaitPackets], ref: Ref, nbytes: int) -> WaitPackets | None:
+    for w in reversed(waits):
+        if w.src.rank == ref.rank and w.src.offset <= ref.offset and \
+                ref.offset + nbytes <= w.src.offset + w.nbytes:
+            return w
+    return None
+
+
+def encode(s: Schedule) -> Encoded:
+    """Encode ``s`` for the SNAC interpreter; raise ScheduleError for what it cannot run."""
+    code: list[list[int]] = []
+    refs: list[list[int]] = []
+    progs: list[list[int]] = []
+    uses_tma = uses_packets = False
+    fused = 0
+    w = s.world
+
+    def add_ref(r: Ref, where: str, value: int = 0) -> int:
+        if not 0 <= r.rank < w:
+            raise ScheduleError(f"{where}: Ref {r} names rank {r.rank} of a world of {w}")
+        if r.buffer not in BUF or r.buffer == "signals":
+            raise ScheduleError(f"{where}: Ref {r}: unknown buffer {r.buffer!r}")
+        refs.append([r.rank, BUF[r.buffer], r.offset, value])
+        return len(refs) - 1
+
+    for prog in sorted(s.programs, key=lambda p: (p.rank, p.cta)):
+        first, rfirst = len(code), len(refs)
+        waits: list[WaitPackets] = []
+        instrs = prog.instrs
+        for i, ins in enumerate(instrs):
+            where = _where(prog, i)
+            if isinstance(ins, (Copy, Reduce)):
+                srcs = (ins.src,) if isinstance(ins, Copy) else ins.srcs
+                if not srcs or not ins.dsts:
+                    raise ScheduleError(f"{where}: {type(ins).__name__} needs a source and a destination")
+                if len(srcs) + len(ins.dsts) > MAX_REFS:
+                    raise ScheduleError(f"{where}: {len(srcs)} sources + {len(ins.dsts)} destinations "
+                                        f"exceed the interpreter's {MAX_REFS} per instruction")
+                if ins.atom not in ATOM:
+                    raise ScheduleError(f"{where}: unknown atom {ins.atom!r}")
+                uses_tma |= ins.atom == "tma"
+                first_src = len(refs)
+                for r in srcs:
+                    value = 0
+                    if r.buffer == "packets":
+                        uses_packets = True
+                        if r.offset % 8:
+                            raise ScheduleError(f"{where}: packet source {r} is not 8-byte aligned")
+                        cover = _covering_wait(waits, r, ins.nbytes)
+                        if cover is None:
+                            raise ScheduleError(f"{where}: reads packets {r} ({ins.nbytes} B) with no "
+                                                f"WaitPackets before it that covers them")
+                        value = cover.value
+                    add_ref(r, where, value)
+                first_dst = len(refs)
+                for r in ins.dsts:
+                    if r.buffer == "packets":
+                        raise ScheduleError(f"{where}: {type(ins).__name__} stores into packets {r}; "
+                                            f"only PutPackets writes packet windows")
+                    add_ref(r, where)
+                if isinstance(ins, Copy):
+                    code.append([OPC["COPY"], ins.nbytes, 0, ATOM[ins.atom], first_src, 1,
+                                 first_dst, len(ins.dsts)])
+                else:
+                    if ins.dtype not in DTYPE:
+                        raise ScheduleError(f"{where}: Reduce over {ins.dtype!r}: the GPU Atoms reduce "
+                                            f"{', '.join(DTYPE)} only")
+                    if ins.op not in OP:
+                        raise ScheduleError(f"{where}: Reduce op {ins.op!r}: choose {', '.join(OP)}")
+                    code.append([OPC["REDUCE"], ins.nbytes, DTYPE[ins.dtype] | OP[ins.op] << 8,
+                                 ATOM[ins.atom], first_src, len(srcs), first_dst, len(ins.dsts)])
+            elif isinstance(ins, Notify):
+                if not 0 <= ins.peer < w:
+                    raise ScheduleError(f"{where}: Notify to rank {ins.peer} of a world of {w}")
+                _check_signal(s, ins.signal, ins.value, where)
+                code.append([OPC["NOTIFY"], 0, ins.peer, ins.signal, ins.value, 0, 0, 0])
+            elif isinstance(ins, Wait):
+                _check_signal(s, ins.signal, ins.value, where)
+                code.append([OPC["WAIT"], 0, 0, ins.signal, ins.value, 0, 0, 0])
+            elif isinstance(ins, PutPackets):
+                uses_packets = True
+                if ins.dst.buffer != "packets" or ins.src.buffer == "packets":
+                    raise ScheduleError(f"{where}: PutPackets moves from a plain buffer into packets, "
+                                        f"not {ins.src} -> {ins.dst}")
+                if ins.nbytes % 8 or ins.dst.offset % 8:
+                    raise ScheduleError(f"{where}: PutPackets of {ins.nbytes} B at {ins.dst}: packets "
+                                        f"carry 8-byte words (size and offset must be multiples of 8)")
+                _check_value(s, ins.value, where)
+                src = add_ref(ins.src, where)
+                dst = add_ref(ins.dst, where)
+                code.append([OPC["PUT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, dst, 1])
+            elif isinstance(ins, WaitPackets):
+                uses_packets = True
+                if ins.src.buffer != "packets" or ins.src.rank != prog.rank:
+                    raise ScheduleError(f"{where}: WaitPackets must wait on its own rank's packets, "
+                                        f"not {ins.src}")
+                if ins.nbytes % 8 or ins.src.offset % 8:
+                    raise ScheduleError(f"{where}: WaitPackets of {ins.nbytes} B at {ins.src}: "
+                                        f"size and offset must be multiples of 8")
+                _check_value(s, ins.value, where)
+                waits.append(ins)
+                if _fusable(instrs, i):
+                    fused += 1
+                    code.append([OPC["NOP"], 0, 0, 0, 0, 0, 0, 0])
+                else:
+                    src = add_ref(ins.src, where)
+                    code.append([OPC["WAIT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, 0, 0])
+            else:
+                raise ScheduleError(f"{where}: the GPU executor has no handler for {type(ins).__name__}")
+        progs.append([first, len(code) - first, prog.rank, prog.cta, rfirst, len(refs) - rfirst, 0, 0])
+
+    return Encoded(
+        code=np.asarray(code, np.int64).reshape(-1, REC),
+        refs=np.asarray(refs, np.int64).reshape(-1, 4),
+        progs=np.asarray(progs, np.int32).reshape(-1, PROG),
+        world=w, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
+        num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=uses_tma,
+        uses_packets=uses_packets, fused_waits=fused)
+
+
+def _fusable(instrs, i: int) -> bool:
+    """WaitPackets ``i`` can become a NOP when the first non-WaitPackets instruction after
+    it reads (as packet sources) every byte it waits for: that read checks the tags."""
+    wait = instrs[i]
+    j = i + 1
+    while j < len(instrs) and isinstance(instrs[j], WaitPackets):
+        j += 1
+    if j == len(instrs) or not isinstance(instrs[j], (Copy, Reduce)):
+        return False
+    nxt = instrs[j]
+    srcs = (nxt.src,) if isinstance(nxt, Copy) else nxt.srcs
+    lo, hi = wait.src.offset, wait.src.offset + wait.nbytes
+    spans = sorted((r.offset, r.offset + nxt.nbytes) for r in srcs
+                   if r.buffer == "packets" and r.rank == wait.src.rank)
+    pos = lo
+    for a, b in spans:
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= hi:
+            return True
+    return pos >= hi
+
+
+def _check_signal(s: Schedule, signal: int, value: int, where: str) -> None:
+    if not 0 <= signal < s.num_signals:
+        raise ScheduleError(f"{where}: signal {signal} is outside 0..{s.num_signals - 1}")
+    _check_value(s, value, where)
+
+
+def _check_value(s: Schedule, value: int, where: str) -> None:
+    if not 1 <= value < s.epoch_stride:
+        raise ScheduleError(f"{where}: value {value} is outside 1..{s.epoch_stride - 1} "
+                            f"(epoch_stride {s.epoch_stride})")

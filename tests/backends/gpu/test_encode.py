@@ -1,0 +1,151 @@
+"""The GPU executor's CPU-testable half: encoding, the kernel-protocol model, constants."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from purlin.backends.gpu import atomset
+from purlin.backends.gpu.emulate import Emulator
+from purlin.backends.gpu.encode import ATOM, BUF, DTYPE, MAX_REFS, NBUF, OP, OPC, PROG, REC, encode
+from purlin.errors import ScheduleError
+from purlin.snac import Policy, plan
+from purlin.snac.ir import INSTRUCTIONS, Copy, Program, PutPackets, Ref, Schedule, WaitPackets
+from purlin.spec import evaluate, library
+
+SNAC_CU = (Path(atomset.CUDA_DIR) / "snac.cu").read_text()
+ATOMS_CUH = (Path(atomset.CUDA_DIR) / "atoms.cuh").read_text()
+
+
+def _enum(text, name):
+    return int(re.search(rf"\b{name}\s*=\s*(\d+)", text).group(1))
+
+
+def test_constants_match_the_kernel():
+    for k, v in OPC.items():
+        assert _enum(SNAC_CU, f"OPC_{k}") == v
+    for k, v in BUF.items():
+        assert _enum(SNAC_CU, f"BUF_{k.upper()}") == v
+    assert _enum(SNAC_CU, "NBUF") == NBUF
+    for k, v in ATOM.items():
+        assert _enum(SNAC_CU, f"ATOM_{k.upper()}") == v
+    for k, v in DTYPE.items():
+        assert _enum(ATOMS_CUH, f"DT_{k.upper()}") == v
+    for k, v in OP.items():
+        assert _enum(ATOMS_CUH, f"OP_{k.upper()}") == v
+    assert f"#define MAX_REFS {MAX_REFS}" in SNAC_CU and f"#define REC {REC}" in SNAC_CU
+    assert f"#define PROG {PROG}" in SNAC_CU
+
+
+def test_every_instruction_has_a_handler():
+    s = plan(library.all_reduce(2, 64, "fp32"), policy=Policy(regime="latency"))
+    names = {type(i).__name__ for _, _, i in s.instructions()}
+    assert names <= {c.__name__ for c in INSTRUCTIONS}
+    import inspect
+    from purlin.backends.gpu import encode as enc_mod
+    src = inspect.getsource(enc_mod.encode)
+    for cls in INSTRUCTIONS:
+        assert f"isinstance(ins, {cls.__name__})" in src or f"{cls.__name__})" in src
+
+
+def _inputs(c, rng):
+    dt = c.dtype
+    out = []
+    for r in range(c.world):
+        n = c.input.nbytes(r) // dt.itemsize
+        if dt.name == "int32":
+            out.append(rng.integers(-1000, 1000, n, dtype=np.int32))
+        elif dt.name.startswith("fp8"):
+            out.append(rng.integers(0, 255, c.input.nbytes(r), dtype=np.uint8))
+        else:
+            out.append(rng.standard_normal(n).astype(dt.numpy))
+    return out
+
+
+CASES = [(name, regime, w) for name in library.ALL for regime in ("latency", "throughput", "direct")
+         for w in (2, 4)]
+
+
+@pytest.mark.parametrize("name,regime,world", CASES)
+def test_emulated_kernel_matches_the_reference(name, regime, world):
+    from purlin.backends.reference import Reference
+    c = library.from_size(name, world, 4096, "bf16" if "reduce" in name else "fp32",
+                          op="add", seed=world)
+    s = plan(c, policy=Policy(regime=regime))
+    enc = encode(s)
+    emu, ref = Emulator(enc, s), Reference(s)
+    rng = np.random.default_rng(0)
+    for call in range(3):                      # parity flips, epochs advance
+        ins = _inputs(c, rng)
+        got = emu(ins)
+        want = ref(ins)
+        for r in range(world):
+            assert np.array_equal(got[r], want[r]), f"call {call}, rank {r}"
+        if not c.is_reduce:
+            exp = evaluate(c, ins)
+            for r in range(world):
+                assert np.array_equal(got[r], exp[r])
+
+
+def test_fused_waits_become_nops():
+    s = plan(library.all_reduce(4, 1024, "fp32"), policy=Policy(regime="latency"))
+    enc = encode(s)
+    n_wait = sum(isinstance(i, WaitPackets) for _, _, i in s.instructions())
+    assert enc.fused_waits == n_wait
+    assert (enc.code[:, 0] == OPC["WAIT_PACKETS"]).sum() == 0
+    # every packet source carries the tag value of the wait that covered it
+    for rec in enc.code[enc.code[:, 0] == OPC["REDUCE"]]:
+        srcs = enc.refs[rec[4]:rec[4] + rec[5]]
+        pk = srcs[srcs[:, 1] == BUF["packets"]]
+        assert len(pk) and (pk[:, 3] >= 1).all()
+
+
+def _tiny(instrs, num_signals=1, packets=64):
+    c = library.all_gather(2, 16, "fp32")
+    progs = (Program(0, 0, "x", tuple(instrs)), Program(1, 0, "y", ()))
+    return Schedule(c, progs, 0, packets, num_signals, 4)
+
+
+def test_rejects_unfenced_packet_reads():
+    s = _tiny([Copy(Ref(0, "packets", 0), (Ref(0, "output", 0),), 16)])
+    with pytest.raises(ScheduleError, match="no WaitPackets before it"):
+        encode(s)
+
+
+def test_rejects_stores_into_packets_and_odd_packet_sizes():
+    with pytest.raises(ScheduleError, match="only PutPackets"):
+        encode(_tiny([Copy(Ref(0, "input", 0), (Ref(1, "packets", 0),), 16)]))
+    with pytest.raises(ScheduleError, match="multiples of 8"):
+        encode(_tiny([PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 12, 1)]))
+    with pytest.raises(ScheduleError, match="value 9"):
+        encode(_tiny([PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 16, 9)]))
+
+
+def test_rank_programs_and_peer_use():
+    s = plan(library.all_gather(4, 256, "fp32"), policy=Policy(regime="direct"))
+    enc = encode(s)
+    firsts = [enc.rank_programs(r) for r in range(4)]
+    assert sum(n for _, n in firsts) == len(s.programs)
+    assert [f for f, _ in firsts] == sorted(f for f, _ in firsts)
+    assert any(enc.touches_peers(r) for r in range(4))
+    # each program's refs are one contiguous range (the kernel caches it in shared memory)
+    for first, count, rank, cta, rfirst, rcount, _, _ in enc.progs:
+        recs = enc.code[first:first + count]
+        used = [k for rec in recs if rec[0] in (OPC["COPY"], OPC["REDUCE"])
+                for k in list(range(rec[4], rec[4] + rec[5])) + list(range(rec[6], rec[6] + rec[7]))]
+        assert all(rfirst <= k < rfirst + rcount for k in used)
+
+
+def test_atom_sets_by_capability():
+    assert atomset.for_capability(80).name == "sm_80"
+    assert atomset.for_capability(89).name == "sm_80"
+    assert atomset.for_capability(90).tma
+    assert atomset.for_capability(103).vec_nbytes == 32
+    from purlin.errors import BackendUnavailable
+    with pytest.raises(BackendUnavailable, match="sm_80 or newer"):
+        atomset.for_capability(75)
+
+
+def test_gpu_package_imports_without_cupy():
+    import purlin.backends.gpu as gpu
+    assert "LoopbackWorld" in gpu.__all__
