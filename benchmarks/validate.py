@@ -104,9 +104,14 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
                              "policy": s.policy, "calls_per_graph": calls_per_graph(size),
                              "samples_us": us, "time_us": med, "wrong": wrong})
                 print(f"W={w} {c.name:>16} {size:>11} B  {med:10.2f} us  wrong={wrong}", flush=True)
+                _save(out_dir, info, memcpy, t_start, rows)   # partial results survive a timeout
                 del ins, outs
         del world
         cp.get_default_memory_pool().free_all_blocks()
+    return _save(out_dir, info, memcpy, t_start, rows)
+
+
+def _save(out_dir: Path, info: dict, memcpy: float, t_start: float, rows: list) -> Path:
     payload = {**header(), "gpu": info, "memcpy_gbps": memcpy, "dtype": DTYPE,
                "topology": "h200-loopback", "elapsed_s": time.time() - t_start, "points": rows}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,8 @@ def plan(collective: Collective, topology: Topology | str | None = None,
             raise PlanError(f"policy.atom 'switch': topology {topo.name} has no switch with "
                             f"in_switch_reduce (NVLS)")
     gs = df.groups(c)
-    has_tail = c.is_reduce and pol.algorithm == "two_shot" and any(len(g.holders) > 1 for g in gs)
+    has_tail = (c.is_reduce and pol.algorithm == "two_shot" and pol.regime != "direct"
+                and any(len(g.holders) > 1 for g in gs))   # direct reductions store to all holders
     ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
                    min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=has_tail)
     staging = packets = 0
