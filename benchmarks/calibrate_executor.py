@@ -8,7 +8,8 @@ measure exactly the costs the simulator charges per instruction:
 - ``reduce_ops``: one CTA runs k Reduce instructions of m fp32 sources;
 - ``ctas``: c CTAs each copy n bytes once (rate against CTA count, HBM saturation);
 - ``chain``: N CTAs, each waits for its predecessor's Notify, then notifies the next;
-- ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it.
+- ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it;
+- ``notify_ops`` / ``wait_ops``: one CTA issuing k Notifies (then k already-satisfied Waits).
 
     PYTHONPATH=. python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
 
@@ -57,6 +58,18 @@ def chain(n_ctas: int) -> Schedule:
     return Schedule(spec(0, 0), tuple(progs), 0, 0, n_ctas, 2)
 
 
+def notify_ops(k: int) -> Schedule:
+    """One CTA issuing k release-store Notifies (the cost a producer pays per peer)."""
+    return Schedule(spec(0, 0), (Program(0, 0, "micro", tuple(Notify(0, i, 1) for i in range(k))),),
+                    0, 0, k, 2)
+
+
+def wait_ops(k: int) -> Schedule:
+    """One CTA notifying k flags, then waiting on each (already set: the check itself)."""
+    ins = tuple(Notify(0, i, 1) for i in range(k)) + tuple(Wait(i, 1) for i in range(k))
+    return Schedule(spec(0, 0), (Program(0, 0, "micro", ins),), 0, 0, k, 2)
+
+
 def packets(k: int, n: int) -> Schedule:
     push = tuple(PutPackets(Ref(0, "input", i * n), Ref(0, "packets", i * n), n, 1) for i in range(k))
     pull = tuple(x for i in range(k) for x in (WaitPackets(Ref(0, "packets", i * n), n, 1),
@@ -72,6 +85,9 @@ CASES = (
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (1, 8, 32, 64, 128) for n in (256 * KiB, 4 * MiB)]
     + [("chain", dict(ctas=c), chain(c)) for c in (1, 2, 8, 32, 64, 128)]
     + [("packets", dict(k=k, n=n), packets(k, n)) for k in (1, 16) for n in (1 * KiB, 16 * KiB, 256 * KiB)]
+    + [("notify_ops", dict(k=k), notify_ops(k)) for k in (1, 8, 32, 128)]
+    + [("wait_ops", dict(k=k), wait_ops(k)) for k in (1, 8, 32, 128)]
+    + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
 )
 
 

@@ -86,16 +86,46 @@ def fit_executor(raw: dict) -> dict[str, tuple[float, str]]:
     rows = raw["raw"]
     out: dict[str, tuple[float, str]] = {}
     cp = [(r["k"], r["n"], med(r["us_per_call"])) for r in rows if r["case"] == "copy_ops"]
-    A = np.array([[1.0, k, k * n] for k, n, _ in cp])
-    (launch, start, inv_rate), *_ = np.linalg.lstsq(A, np.array([t for *_, t in cp]), rcond=None)
-    how = f"least squares t = L + k (s + n/r) over {len(cp)} (k, n) runs of one CTA's Copy instructions"
+    launch, start, inv_rate = rel_lstsq([[1.0, k, k * n] for k, n, _ in cp], [t for *_, t in cp])
+    how = (f"least squares (relative error) t = L + k (s + n/r) over {len(cp)} (k, n) runs of one "
+           f"CTA's Copy instructions")
     out["launch_us"] = (float(launch), f"{how}: L")
     out["sm.op_start_us"] = (float(start), f"{how}: s")
     out["sm.cta_local_gbps"] = (float(1e-3 / inv_rate), f"{how}: r (payload)")
     chain = [(r["ctas"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "chain"]
     _, hop = line(*zip(*chain))
     out["signal_hop_us"] = (hop, "slope of an executor CTA chain (Wait, then Notify the next) vs hops")
+    notes = [(r["k"], med(r["us_per_call"])) for r in rows if r["case"] == "notify_ops"]
+    waits = {r["k"]: med(r["us_per_call"]) for r in rows if r["case"] == "wait_ops"}
+    if len(notes) >= 2:
+        _, per_notify = line(*zip(*notes))
+        out["notify_issue_us"] = (per_notify, f"slope of one CTA's time vs k Notifies ({len(notes)} runs)")
+        pts = [(k, waits[k] - t) for k, t in notes if k in waits]
+        _, per_wait = line(*zip(*pts))
+        out["wait_check_us"] = (max(0.0, per_wait), "slope of (k Notifies + k satisfied Waits) - (k Notifies) vs k")
+    red = [(r["k"], r["n"], r["m"], med(r["us_per_call"])) for r in rows if r["case"] == "reduce_ops"]
+    if red:
+        _, _, per_out, per_src = rel_lstsq([[1.0, k, k * n, k * n * m] for k, n, m, _ in red],
+                                           [t for *_, t in red])
+        how = f"least squares t = L + k (s + n/out + m n/src) over {len(red)} runs of one CTA's Reduce instructions"
+        for kind in ("sm", "tma"):
+            out[f"{kind}.reduce_out_gbps"] = (float(1e-3 / per_out), how + ": out")
+            out[f"{kind}.reduce_src_gbps"] = (float(1e-3 / per_src), how + ": src")
+    pk = [(r["k"], r["n"], med(r["us_per_call"])) for r in rows if r["case"] == "packets" and r["k"] > 1]
+    if pk:   # push and unpack CTAs overlap: each step costs one op start plus n at the packet rate
+        xs = [k * n for k, n, _ in pk]
+        ys = [t - launch - k * start for k, n, t in pk]
+        per = float(np.dot(xs, ys) / np.dot(xs, xs))
+        out["packet_gbps"] = (1e-3 / per, f"push/unpack pairs of k PutPackets of n bytes: t - L - k s = k n / rate "
+                                          f"over {len(pk)} runs")
     return out
+
+
+def rel_lstsq(rows, ts) -> list[float]:
+    """Least squares on relative error: small runs count as much as large ones."""
+    A, t = np.asarray(rows, float), np.asarray(ts, float)
+    coef, *_ = np.linalg.lstsq(A / t[:, None], np.ones_like(t), rcond=None)
+    return [float(c) for c in coef]
 
 
 def main(argv=None) -> None:
@@ -118,8 +148,9 @@ def main(argv=None) -> None:
     where = (f"fit by benchmarks/fit_calibration.py from {args.raw.name} "
              f"({raw['machine'].get('gpu', raw['machine'])}, {raw['date']})")
     hop, how = fitted.pop("signal_hop_us")
-    notify = params["notify_issue_us"]["value"]
-    fitted["signal_latency_us"] = (hop - notify, f"{how} ({hop:.3f} us) less notify_issue_us {notify}")
+    notify = fitted["notify_issue_us"][0] if "notify_issue_us" in fitted else params["notify_issue_us"]["value"]
+    fitted["signal_latency_us"] = (max(0.05, hop - notify),
+                                   f"{how} ({hop:.3f} us) less notify_issue_us {notify:.3f}")
     for key, (value, how) in fitted.items():
         params[key] = {"value": round(value, 4), "provenance": "measured", "source": f"{how}; {where}"}
     doc["source"] = (f"H200 SXM. Measured parameters refit from GPU microbenchmarks ({where}; raw "

@@ -92,6 +92,12 @@ class Calibration:
         waiter seeing it. A flag to a peer adds the topology's path latency.
     notify_issue_us : float
         Time the notifying CTA spends on a release-store (fence), before it goes on.
+    packet_gbps : float
+        Payload GB/s one CTA attains building and pushing packets (PutPackets), in place
+        of the Atom's copy rate.
+    wait_check_us : float
+        Time a Wait or WaitPackets costs when its flag is already there (the acquire
+        load); a Wait that blocks pays the signal's latency instead.
     hbm_efficiency : float
         Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
     link_efficiency : float
@@ -110,6 +116,8 @@ class Calibration:
     launch_us: float
     signal_latency_us: float
     notify_issue_us: float
+    wait_check_us: float
+    packet_gbps: float
     hbm_efficiency: float
     link_efficiency: float
     sm: AtomCost
@@ -137,7 +145,8 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "hbm_efficiency", "link_efficiency")
+_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_gbps",
+        "hbm_efficiency", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""

@@ -11,7 +11,7 @@ owns the glue between simpy time and the fluid model:
 
 Signals are monotonic per (rank, signal): ``Notify`` costs the notifier the release
 fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path latency
-later; ``Wait`` costs nothing if the flag is already there. Packets land with their
+later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Packets land with their
 flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value.
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
@@ -243,12 +243,16 @@ class _Run:
                     ev = Event(env)
                     self.waiters[(rank, ins.signal)].append((ins.value, ev))
                     yield ev
+                elif cal.wait_check_us:
+                    yield env.timeout(cal.wait_check_us)
             elif kind is WaitPackets:
                 lo = ins.src.offset
                 if not _covers(self.packets[(ins.src.rank, ins.value)], lo, lo + ins.nbytes):
                     ev = Event(env)
                     self.packet_waiters[ins.src.rank].append((lo, lo + ins.nbytes, ins.value, ev))
                     yield ev
+                elif cal.wait_check_us:
+                    yield env.timeout(cal.wait_check_us)
                 nbytes = ins.nbytes
             else:
                 raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "

@@ -240,6 +240,8 @@ class Fabric:
             for r in load:
                 if r not in hbm:
                     load[r] /= cost.wire_efficiency
+        if kind == "P":          # the CTA builds 16-byte packets: packet_gbps per payload byte
+            stream_rates = [self.cal.packet_gbps * wire]
         per_byte_us = sum(wire / (g * GBPS_TO_BPUS) for g in stream_rates)
         if kind == "P":
             post += self.cal.signal_latency_us
