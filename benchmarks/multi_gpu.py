@@ -144,7 +144,17 @@ def _sum_over_ranks(torch, dist, v: float) -> float:
 
 
 def _nccl_time(torch, dist, name, c, rank, n, calls):
-    """NCCL doing the same operation on the same bytes, in a CUDA graph."""
+    """NCCL doing the same operation on the same bytes, in a CUDA graph (None if NCCL
+    cannot express it)."""
+    try:
+        return _nccl_time_or_raise(torch, dist, name, c, rank, n, calls)
+    except Exception as e:  # e.g. uneven all_gather lists on an older torch
+        if rank == 0:
+            print(f"# {name}: no NCCL baseline ({type(e).__name__}: {str(e)[:80]})", flush=True)
+        return None
+
+
+def _nccl_time_or_raise(torch, dist, name, c, rank, n, calls):
     inp = torch.randn(max(1, c.input.nbytes(rank) // 4), device="cuda")[: c.input.nbytes(rank) // 4]
     out = torch.empty(c.output.nbytes(rank) // 4, device="cuda")
     if name in ("all_reduce",):
