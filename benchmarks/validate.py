@@ -144,7 +144,8 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
                              f"planned here differs from the one measured (digest mismatch)")
         r = simulate(s, topo, calibration, record=False)
         err = (r.time_us - p["time_us"]) / p["time_us"]
-        points.append({**{k: p[k] for k in ("world", "collective", "requested", "size", "policy", "wrong")},
+        points.append({**{k: p[k] for k in ("world", "collective", "requested", "size", "policy", "wrong",
+                                            "cta_budget", "digest")},
                        "measured_us": p["time_us"], "measured_samples_us": p["samples_us"],
                        "predicted_us": r.time_us, "error": err})
     errs = [abs(p["error"]) for p in points]

@@ -1,0 +1,78 @@
+"""The committed GPU results stay consistent with the code that claims them.
+
+- the calibration in topologies/calibration/h200.json is what benchmarks/fit_calibration.py
+  fits from the committed raw microbenchmarks;
+- the simulator, with that calibration, reproduces every committed prediction of
+  benchmarks/results/h200-validation.json (same schedule digest, same time);
+- the summaries are what their points say.
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from purlin.sim import simulate
+from purlin.snac import plan
+from purlin.snac.serialize import digest
+from purlin.spec import library
+from purlin.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def load(name):
+    path = RESULTS / name
+    if not path.exists():
+        pytest.skip(f"{name} is not committed")
+    return json.loads(path.read_text())
+
+
+def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
+    import fit_calibration as fc
+    raw = load("h200-calibration-raw.json")
+    ex = load("h200-executor-calibration-raw.json")
+    fitted = fc.fit(raw, load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps)
+    fitted.update(fc.fit_executor(ex))
+    hop = fitted.pop("signal_hop_us")[0]
+    fitted["signal_latency_us"] = (max(0.05, hop - fitted["notify_issue_us"][0]), "")
+    cal = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())["parameters"]
+    for key, (value, _) in fitted.items():
+        assert cal[key]["provenance"] == "measured", key
+        assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key
+
+
+def test_simulator_reproduces_the_committed_predictions():
+    doc = load("h200-validation.json")
+    points = doc["points"]
+    for p in points[::7]:   # every 7th point: all collectives, worlds and sizes appear
+        topo = load_topology("h200-loopback", world=p["world"])
+        c = library.from_size(p["collective"], p["world"], p["requested"], "fp32")
+        s = plan(c, topo, cta_budget=p["cta_budget"])
+        assert digest(s) == p["digest"], (p["collective"], p["world"], p["requested"])
+        r = simulate(s, topo, "h200", record=False)
+        assert r.time_us == pytest.approx(p["predicted_us"], rel=1e-6), (p["collective"], p["requested"])
+
+
+def test_validation_summary_matches_its_points():
+    doc = load("h200-validation.json")
+    errs = [abs(p["predicted_us"] - p["measured_us"]) / p["measured_us"] for p in doc["points"]]
+    s = doc["summary"]
+    assert s["points"] == len(doc["points"]) == 7 * 10 * 3
+    assert s["median_abs_err"] == pytest.approx(statistics.median(errs))
+    assert s["max_abs_err"] == pytest.approx(max(errs))
+    assert all(p["wrong"] in (0, None) for p in doc["points"])      # the GPU ran them correctly
+    assert {p["world"] for p in doc["points"]} == {2, 4, 8}
+
+
+def test_gpu_summaries_match_their_targets_fields():
+    atoms = load("h200-atoms.json")["summary"]
+    loop = load("h200-loopback.json")["summary"]
+    assert 0.5 < atoms["copy_vs_memcpy_64MiB"] < 1.2 and atoms["reduce8_vs_roofline"] >= 0.9
+    by = loop["loopback_large_by_collective"]
+    assert set(by) == set(library.PURLIN_SEVEN)
+    assert loop["loopback_large_vs_roofline"] == pytest.approx(min(v["vs_roofline"] for v in by.values()))
+    assert 0 < loop["loopback_ar8_8KiB_us"] < 50
