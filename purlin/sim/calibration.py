@@ -96,8 +96,12 @@ class Calibration:
         Payload GB/s one CTA attains building and pushing packets (PutPackets), in place
         of the Atom's copy rate.
     wait_check_us : float
-        Time a Wait or WaitPackets costs when its flag is already there (the acquire
-        load); a Wait that blocks pays the signal's latency instead.
+        Time a Wait costs when its flag is already there (the acquire load); a Wait
+        that blocks pays the signal's latency instead. A WaitPackets costs nothing of
+        its own: the read that follows checks each packet's tag.
+    packet_batch : float
+        How many consecutive PutPackets of one CTA the executor runs as one batch, paying
+        one Atom start for all of them.
     hbm_efficiency : float
         Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
     link_efficiency : float
@@ -117,6 +121,7 @@ class Calibration:
     signal_latency_us: float
     notify_issue_us: float
     wait_check_us: float
+    packet_batch: float
     packet_gbps: float
     hbm_efficiency: float
     link_efficiency: float
@@ -145,7 +150,7 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_gbps",
+_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "packet_gbps",
         "hbm_efficiency", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)

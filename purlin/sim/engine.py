@@ -220,17 +220,22 @@ class _Run:
         rec = self.records.append if self.record else None
         self.pc[key] = 0
         yield env.timeout(cal.launch_us)
+        run = 0   # consecutive PutPackets so far: a batch of them pays one start
         for i, ins in enumerate(prog.instrs):
             self.pc[key] = i
             t0 = env.now
             kind = type(ins)
             nbytes = 0
+            run = run + 1 if kind is PutPackets else 0
             if kind in _FLOW_KINDS:
                 spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
                 ev = Event(env)
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
-                self._at(spec.pre_us, self._begin_flow, spec, ins.nbytes, ev, pkt)
+                pre = spec.pre_us
+                if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
+                    pre = max(0.0, pre - cal.sm.op_start_us)
+                self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)
                 yield ev
                 nbytes = ins.nbytes
             elif kind is Notify:
@@ -250,9 +255,7 @@ class _Run:
                 if not _covers(self.packets[(ins.src.rank, ins.value)], lo, lo + ins.nbytes):
                     ev = Event(env)
                     self.packet_waiters[ins.src.rank].append((lo, lo + ins.nbytes, ins.value, ev))
-                    yield ev
-                elif cal.wait_check_us:
-                    yield env.timeout(cal.wait_check_us)
+                    yield ev   # (no check cost otherwise: the read that follows checks the tags)
                 nbytes = ins.nbytes
             else:
                 raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "
