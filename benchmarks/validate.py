@@ -138,7 +138,7 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
     for p in raw["points"]:
         topo = load_topology(raw["topology"], world=p["world"])
         c = library.from_size(p["collective"], p["world"], p["requested"], raw["dtype"])
-        s = plan(c, topo, cta_budget=p["cta_budget"])
+        s = plan(c, topo, p["policy"], cta_budget=p["cta_budget"])   # the policy that ran
         if digest(s) != p["digest"]:
             raise SystemExit(f"{p['collective']} W={p['world']} {p['requested']} B: the schedule "
                              f"planned here differs from the one measured (digest mismatch)")

@@ -111,8 +111,9 @@ LATENCY_MAX_ALLREDUCE = ((2, 512 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB))
 LATENCY_MAX_OTHER = 64 * KiB
 # Chunk by per-rank payload: small chunks pipeline short messages; 1 MiB matches the
 # NVLink bandwidth-delay product (Purlin), and the simulator found 4 MiB slower
-# (slot reuse stalls in two-shot AllReduce and ReduceScatter).
-CHUNK_BY_SIZE = ((8 * MiB, 512 * KiB), (1 << 62, 1 * MiB))
+# (slot reuse stalls in two-shot AllReduce and ReduceScatter); past 512 MiB per rank 2 MiB
+# costs ~3% of busbw in the model and halves the instructions to plan and simulate.
+CHUNK_BY_SIZE = ((8 * MiB, 512 * KiB), (512 * MiB, 1 * MiB), (1 << 62, 2 * MiB))
 MIN_CHUNK = 16 * KiB
 # Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds.
 LATENCY_CHUNK = (1 * KiB, 64 * KiB)

@@ -51,7 +51,7 @@ def test_simulator_reproduces_the_committed_predictions():
     for p in points[::7]:   # every 7th point: all collectives, worlds and sizes appear
         topo = load_topology("h200-loopback", world=p["world"])
         c = library.from_size(p["collective"], p["world"], p["requested"], "fp32")
-        s = plan(c, topo, cta_budget=p["cta_budget"])
+        s = plan(c, topo, p["policy"], cta_budget=p["cta_budget"])
         assert digest(s) == p["digest"], (p["collective"], p["world"], p["requested"])
         r = simulate(s, topo, "h200", record=False)
         assert r.time_us == pytest.approx(p["predicted_us"], rel=1e-6), (p["collective"], p["requested"])

@@ -107,7 +107,8 @@ def test_golden_schedule_unchanged():
 def test_codesign_table():
     assert codesign("all_reduce", 2, 512 << 10, is_reduce=True).regime == "latency"
     assert codesign("all_reduce", 8, 256 << 10, is_reduce=True).regime == "throughput"
-    assert codesign("all_gather", 8, 1 << 30).chunk_nbytes == 1 << 20
+    assert codesign("all_gather", 8, 1 << 30).chunk_nbytes == 2 << 20
+    assert codesign("all_gather", 8, 64 << 20).chunk_nbytes == 1 << 20
     assert codesign("all_gather", 16, 1 << 20, fully_connected=False).algorithm == "ring"
 
 
