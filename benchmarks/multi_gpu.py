@@ -7,8 +7,8 @@ bootstrapped over gloo) and the same operation through NCCL (torch.distributed, 
 both captured in CUDA graphs; the per-call time is the maximum over ranks. Outputs are
 poisoned, inputs random, and every element is checked against the spec (recomputed on the
 GPU in rank order). Rank 0 prints an nccl-tests-style table with both and their ratio and
-writes h200x{N}-collectives.json; a remote-copy microbenchmark (per-CTA NVLink read rate)
-and a cross-GPU flag ping-pong go to h200x{N}-calibration-raw.json.
+writes h200x{N}-collectives.json. (Not yet run on several GPUs; NVLink calibration
+microbenchmarks, per-CTA remote rates and a cross-GPU flag ping-pong, are still to add.)
 """
 from __future__ import annotations
 

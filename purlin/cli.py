@@ -84,7 +84,8 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="purlin", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="purlin", description="Design, simulate and run GPU collectives "
+                                 "(Purlin: SNAC planner, simpy model, cupy Atoms).")
     ap.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = ap.add_subparsers(dest="verb", required=True)
     for verb, helptext in (("plan", "plan a collective and summarise the schedule"),
