@@ -235,19 +235,28 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
 
 
 def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
-           align: int) -> list[Op]:
+           align: int, spread: bool = False) -> list[Op]:
     """Zero-copy over registered buffers: one read of each input byte, stores to every
-    holder (reductions: reduce once, broadcast-store the result)."""
+    holder (reductions: reduce once, broadcast-store the result). With ``spread`` (all
+    ranks share one GPU, so who issues a copy costs no link) the work is dealt round-robin
+    to every rank's CTAs, so the rank with the largest V block does not set the pace."""
     ops: list[Op] = []
+    turn = iter(range(1 << 62))
+
+    def issuer(home: int) -> int:
+        return next(turn) % c.world if spread else home
+
     if not c.is_reduce:
         for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
-            ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "push", "copy", (_in(src, off),),
+            r = issuer(src.rank)
+            ops.append(Op(r, ctas.pick(r, "put"), "push", "copy", (_in(src, off),),
                           tuple(_out(h, off) for h in g.holders), n))
         return ops
     for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
         holders = g.holders if algorithm == "two_shot" else (owner,)
-        ops.append(Op(owner.rank, ctas.pick(owner.rank, "consumer"), "reduce", "reduce",
+        r = issuer(owner.rank)
+        ops.append(Op(r, ctas.pick(r, "consumer"), "reduce", "reduce",
                       tuple(_in(s, off) for s in g.sources),
                       tuple(_out(h, off) for h in holders), n))
     return ops

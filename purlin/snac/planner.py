@@ -89,7 +89,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     elif pol.regime == "throughput":
         ops, staging = df.throughput(c, gs, chunk, pol.staging_nbytes, ctas, pol.algorithm, pol.align)
     elif pol.regime == "direct":
-        ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align)
+        ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align, spread=topo.loopback)
     else:
         ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align)
     ops, staging = _compact_staging(ops)

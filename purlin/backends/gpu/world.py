@@ -442,6 +442,9 @@ class LoopbackWorld(World):
     """
 
     def __init__(self, world: int, *, device: int = 0, **kw):
+        if kw.get("topology") is None:   # plan for W ranks sharing one GPU, not W GPUs
+            from purlin.topology import minimal
+            kw["topology"] = minimal(world, loopback=True)
         super().__init__(world, **kw)
         self.device = device
         self.local_ranks = tuple(range(world))
