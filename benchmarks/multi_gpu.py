@@ -28,24 +28,6 @@ NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gat
             "reduce_scatter_v", "all_to_all_v", "broadcast", "reduce")
 
 
-def expected_on_gpu(cp, c, inputs):
-    """The spec's outputs, computed on the GPU in rank order (fp32 accumulate, as the spec)."""
-    from purlin.spec.collective import output_sources
-    outs = [cp.zeros(c.output.nbytes(r), cp.uint8) for r in range(c.world)]
-    for p, srcs in output_sources(c):
-        if not p.nbytes:
-            continue
-        parts = [inputs[s.rank][s.offset:s.offset + s.nbytes] for s in srcs]
-        if c.is_reduce:
-            acc = parts[0].view(cp.float32).copy()
-            for x in parts[1:]:
-                acc += x.view(cp.float32)
-            outs[p.rank][p.offset:p.offset + p.nbytes] = acc.view(cp.uint8)
-        else:
-            outs[p.rank][p.offset:p.offset + p.nbytes] = parts[0]
-    return outs
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-size", default="1G")
@@ -56,7 +38,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from gpu_common import time_graph
+    from gpu_common import gpu_expected, time_graph
     from purlin.backends.gpu import IpcWorld
     from purlin.sim.predict import parse_size
     from purlin.spec import library
@@ -89,7 +71,7 @@ def main() -> None:
             dist.barrier(gloo)
             world.run(s, x if x.size else None, y if y.size else None)
             world.synchronize()
-            want = expected_on_gpu(cp, c, all_in)[rank]
+            want = gpu_expected(c, all_in)[rank]   # the spec, on the GPU, in rank order
             wrong = int(cp.count_nonzero(y != want)) if y.size else 0
             ours = time_graph(lambda: world.run(s, x if x.size else None, y if y.size else None),
                               calls=_calls(size), replays=5, warmup=1)
