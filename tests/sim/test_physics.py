@@ -24,7 +24,7 @@ def _time(size, topo=H100, name="all_gather", policy=None):
 
 
 def test_large_allgather_busbw_near_nccl_tests_and_below_link():
-    r = _time(1 << 30, policy=BIG)
+    r = _time(1 << 30)   # the planner's default policy
     assert r.busbw_gbps <= EFFECTIVE_LINK_GBPS
     assert r.busbw_gbps == pytest.approx(370.0, rel=0.15)
 
