@@ -22,13 +22,26 @@ def machine() -> dict:
     return info
 
 
-def header() -> dict:
-    return {"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+def header(machine_info: dict | None = None) -> dict:
+    """Machine (host, or the GPU's description when given), date and command."""
+    return {"machine": machine_info or machine(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.executable).name] + sys.argv)}
 
 
+def save(name: str, doc: dict, out_dir: Path | str | None = None) -> Path:
+    """Write ``doc`` to benchmarks/results/NAME, and also to ``out_dir`` or $OUT when set
+    (the device tool brings $OUT back). Returns the results path."""
+    paths = [RESULTS / name]
+    extra = out_dir or os.environ.get("OUT")
+    if extra and Path(extra).resolve() != RESULTS.resolve():
+        paths.append(Path(extra) / name)
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return paths[0]
+
+
 def write(name: str, payload: dict, out_dir: Path | None = None) -> Path:
-    out = (out_dir or RESULTS) / name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**header(), **payload}, indent=1, sort_keys=False) + "\n")
-    return out
+    """:func:`save` with the :func:`header` (machine, date, command) in front."""
+    return save(name, {**header(), **payload}, out_dir)

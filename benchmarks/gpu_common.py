@@ -1,14 +1,14 @@
 """Shared by the GPU benchmarks: timing with CUDA events, results files, tables."""
 from __future__ import annotations
 
-import datetime
-import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).with_name("results")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+RESULTS = common.RESULTS
 
 
 def cupy():
@@ -67,21 +67,15 @@ def median(xs) -> float:
 
 
 def header(command: str | None = None) -> dict:
+    """The shared header, with the GPU's description as the machine."""
     from purlin.backends.gpu.kernels import machine
-    return {"machine": machine(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or " ".join([os.path.basename(sys.executable)] + sys.argv)}
+    doc = common.header(machine())
+    if command:
+        doc["command"] = command
+    return doc
 
 
-def write(name: str, doc: dict, out_dir: str | None = None) -> Path:
-    """Write ``doc`` to benchmarks/results/NAME (and to $OUT when set, for the device tool)."""
-    paths = [RESULTS / name]
-    if out_dir or os.environ.get("OUT"):
-        paths.append(Path(out_dir or os.environ["OUT"]) / name)
-    for p in paths:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    return paths[0]
+write = common.save   # GPU benchmarks put the header in ``doc`` themselves
 
 
 def nccl_table(rows: list[dict], title: str) -> str:

@@ -100,7 +100,7 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
                 world.check()
                 med = statistics.median(us)
                 rows.append({"world": w, "collective": c.name, "requested": size,
-                             "size": _nccl_size(c), "digest": digest(s), "cta_budget": world.cta_budget,
+                             "size": library.nccl_size(c), "digest": digest(s), "cta_budget": world.cta_budget,
                              "policy": s.policy, "calls_per_graph": calls_per_graph(size),
                              "samples_us": us, "time_us": med, "wrong": wrong})
                 print(f"W={w} {c.name:>16} {size:>11} B  {med:10.2f} us  wrong={wrong}", flush=True)
@@ -118,11 +118,6 @@ def _save(out_dir: Path, info: dict, memcpy: float, t_start: float, rows: list) 
     path = out_dir / "h200-validation-raw.json"
     path.write_text(json.dumps(payload, indent=1))
     return path
-
-
-def _nccl_size(c) -> int:
-    """nccl-tests size: the largest per-rank buffer (as purlin.sim reports it)."""
-    return max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
 
 
 # ---- predict (CPU) --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from purlin.errors import SpecError
 from purlin.snac.ir import Schedule
 from purlin.spec import library
+from purlin.spec.library import nccl_size  # noqa: F401  (re-exported for callers)
 
 
 class OpRecord(NamedTuple):
@@ -28,12 +29,6 @@ class OpRecord(NamedTuple):
     start_us: float
     end_us: float
     nbytes: int
-
-
-def nccl_size(collective: Any) -> int:
-    """nccl-tests "size" of a collective in bytes: its largest per-rank buffer."""
-    return max((max(collective.input.nbytes(r), collective.output.nbytes(r))
-                for r in range(collective.world)), default=0)
 
 
 def busbw_factor(collective: Any) -> float:

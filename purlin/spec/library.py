@@ -103,6 +103,11 @@ BUSBW_FACTOR: dict[str, Callable[[int], float]] = {
 }
 
 
+def nccl_size(c: Collective) -> int:
+    """The nccl-tests "size" of a collective in bytes: its largest per-rank buffer."""
+    return max((max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world)), default=0)
+
+
 def canonical(name: str) -> str:
     key = name.lower().replace("-", "_").replace(" ", "")
     key = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",

@@ -196,25 +196,13 @@ class World:
         out_list = self._per_rank(outputs, "outputs") if outputs is not None else None
         out_objs = []
         for i, r in enumerate(self.local_ranks):
-            x = in_list[i]
-            need = c.input.nbytes(r)
-            if x is not None:
-                b = arrays.as_buffer(x, f"input of rank {r}")
-                _check_size(b, need, f"input of rank {r}", c)
-                ins[r] = b if need else None
-            elif need:
-                raise SpecError(f"{c.name}: input of rank {r} is missing ({need} B expected)")
+            ins[r] = _bind_one(in_list[i], c.input.nbytes(r), f"input of rank {r}", c)
             need = c.output.nbytes(r)
             if out_list is None:
                 y = self._alloc(r, need) if need else None
             else:
                 y = out_list[i]
-            if y is not None:
-                b = arrays.as_buffer(y, f"output of rank {r}")
-                _check_size(b, need, f"output of rank {r}", c)
-                outs[r] = b if need else None
-            elif need:
-                raise SpecError(f"{c.name}: output of rank {r} is missing ({need} B expected)")
+            outs[r] = _bind_one(y, need, f"output of rank {r}", c)
             out_objs.append(y)
         return ins, outs, self._unpack(out_objs)
 
@@ -339,6 +327,17 @@ class World:
             self._first_nbytes(self._items(x)) // self.world
         c = library.scatter(self.world, n, self._spec_dtype(bufs, dtype), root)
         return self.run(c, x, out, **kw)
+
+
+def _bind_one(x, need: int, what: str, c: Collective):
+    """A Buffer for one rank's argument (None when the layout needs no bytes there)."""
+    if x is None:
+        if need:
+            raise SpecError(f"{c.name}: {what} is missing ({need} B expected)")
+        return None
+    b = arrays.as_buffer(x, what)
+    _check_size(b, need, what, c)
+    return b if need else None
 
 
 def _check_size(b: arrays.Buffer, need: int, what: str, c: Collective) -> None:
