@@ -7,9 +7,11 @@ measure exactly the costs the simulator charges per instruction:
 - ``copy_ops``: one CTA runs k Copy instructions of n bytes (t = launch + k (start + n/r));
 - ``reduce_ops``: one CTA runs k Reduce instructions of m fp32 sources;
 - ``ctas``: c CTAs each copy n bytes once (rate against CTA count, HBM saturation);
+- ``copy_dsts``: one CTA copies n bytes to d destinations (each extra store stream);
 - ``chain``: N CTAs, each waits for its predecessor's Notify, then notifies the next;
 - ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it;
-- ``notify_ops`` / ``wait_ops``: one CTA issuing k Notifies (then k already-satisfied Waits).
+- ``notify_ops`` / ``wait_ops``: one CTA issuing k Notifies (then k already-satisfied Waits),
+  which the executor runs in batches of up to 32.
 
     PYTHONPATH=. python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
 
@@ -51,6 +53,13 @@ def ctas(c: int, n: int) -> Schedule:
     return Schedule(spec(c * n, c * n), progs, 0, 0, 1, 2)
 
 
+def copy_dsts(d: int, n: int) -> Schedule:
+    """One CTA copying n bytes to d destinations (a broadcast store): the cost of each
+    extra destination."""
+    ins = (Copy(Ref(0, "input", 0), tuple(Ref(0, "output", j * n) for j in range(d)), n),)
+    return Schedule(spec(n, d * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
 def chain(n_ctas: int) -> Schedule:
     progs = [Program(0, 0, "micro", (Notify(0, 0, 1),))]
     for b in range(1, n_ctas):
@@ -83,10 +92,11 @@ CASES = (
     + [("reduce_ops", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (64 * KiB, 1 * MiB)
        for m in (2, 4, 8)]
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (1, 8, 32, 64, 128) for n in (256 * KiB, 4 * MiB)]
+    + [("copy_dsts", dict(d=d, n=n), copy_dsts(d, n)) for d in (1, 2, 4, 8) for n in (256 * KiB, 1 * MiB)]
     + [("chain", dict(ctas=c), chain(c)) for c in (1, 2, 8, 32, 64, 128)]
     + [("packets", dict(k=k, n=n), packets(k, n)) for k in (1, 16) for n in (1 * KiB, 16 * KiB, 256 * KiB)]
-    + [("notify_ops", dict(k=k), notify_ops(k)) for k in (1, 8, 32, 128)]
-    + [("wait_ops", dict(k=k), wait_ops(k)) for k in (1, 8, 32, 128)]
+    + [("notify_ops", dict(k=k), notify_ops(k)) for k in (1, 8, 32, 64, 128, 256)]
+    + [("wait_ops", dict(k=k), wait_ops(k)) for k in (1, 8, 32, 64, 128, 256)]
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
 )
 

@@ -16,7 +16,9 @@ reduction) keep their priors. The fits:
   Notify issue cost (one hop = wait sees the flag + release-store of the next);
 - ``ce.*``: line through cudaMemcpyAsync time against bytes (start = intercept);
 - ``<atom>.reduce_out_gbps`` / ``reduce_src_gbps``: one CTA reducing k sources of n
-  output bytes, t = a + n/out + k n/src (least squares over k and n).
+  output bytes, t = a + n/out + k n/src (least squares over k and n);
+- ``<atom>.store_gbps``: one CTA copying n bytes to d destinations,
+  t(d) - t(1) = (d - 1) n / store.
 """
 from __future__ import annotations
 
@@ -78,10 +80,11 @@ def fit(raw: dict, hbm_nominal_gbps: float) -> dict[str, tuple[float, str]]:
     return out
 
 
-def fit_executor(raw: dict) -> dict[str, tuple[float, str]]:
+def fit_executor(raw: dict, signal_batch: int = 32) -> dict[str, tuple[float, str]]:
     """Per-instruction costs of the SNAC interpreter, from ``calibrate_executor.py``:
     t = launch + k (start + n / rate) over one CTA's k Copy instructions of n bytes; the
-    Wait/Notify hop from a CTA chain; packets from a push/pull pair."""
+    Wait/Notify hop from a CTA chain; packets from a push/pull pair. k Notifies (Waits) in
+    a row run as ceil(k / signal_batch) batches, so their costs are slopes against that."""
     med = statistics.median
     rows = raw["raw"]
     out: dict[str, tuple[float, str]] = {}
@@ -97,12 +100,23 @@ def fit_executor(raw: dict) -> dict[str, tuple[float, str]]:
     out["signal_hop_us"] = (hop, "slope of an executor CTA chain (Wait, then Notify the next) vs hops")
     notes = [(r["k"], med(r["us_per_call"])) for r in rows if r["case"] == "notify_ops"]
     waits = {r["k"]: med(r["us_per_call"]) for r in rows if r["case"] == "wait_ops"}
-    if len(notes) >= 2:
-        _, per_notify = line(*zip(*notes))
-        out["notify_issue_us"] = (per_notify, f"slope of one CTA's time vs k Notifies ({len(notes)} runs)")
-        pts = [(k, waits[k] - t) for k, t in notes if k in waits]
+    batches = lambda k: -(-k // signal_batch)   # noqa: E731
+    if len({batches(k) for k, _ in notes}) >= 2:
+        _, per_notify = line(*zip(*((batches(k), t) for k, t in notes)))
+        out["notify_issue_us"] = (per_notify, f"slope of one CTA's time vs ceil(k / {signal_batch}) for k "
+                                              f"Notifies in a row ({len(notes)} runs)")
+        pts = [(batches(k), waits[k] - t) for k, t in notes if k in waits]
         _, per_wait = line(*zip(*pts))
-        out["wait_check_us"] = (max(0.0, per_wait), "slope of (k Notifies + k satisfied Waits) - (k Notifies) vs k")
+        out["wait_check_us"] = (max(0.0, per_wait), f"slope of (k Notifies + k satisfied Waits) - (k Notifies) "
+                                                    f"vs ceil(k / {signal_batch})")
+    cd = {(r["d"], r["n"]): med(r["us_per_call"]) for r in rows if r["case"] == "copy_dsts"}
+    pts = [((d - 1) * n, t - cd[(1, n)]) for (d, n), t in cd.items() if d > 1 and (1, n) in cd]
+    if pts:   # t(d) - t(1) = (d - 1) n / store, through the origin
+        xs, ys = zip(*pts)
+        per = float(np.dot(xs, ys) / np.dot(xs, xs))
+        for kind in ("sm", "tma"):
+            out[f"{kind}.store_gbps"] = (1e-3 / per, f"one CTA copying n bytes to d destinations: "
+                                                     f"t(d) - t(1) = (d - 1) n / store over {len(pts)} runs")
     red = [(r["k"], r["n"], r["m"], med(r["us_per_call"])) for r in rows if r["case"] == "reduce_ops"]
     if red:
         _, _, per_out, per_src = rel_lstsq([[1.0, k, k * n, k * n * m] for k, n, m, _ in red],
@@ -142,7 +156,9 @@ def main(argv=None) -> None:
     fitted = fit(raw, hbm)
     if args.executor_raw.exists():
         ex = json.loads(args.executor_raw.read_text())
-        fitted.update({k: (v, f"{how}; {args.executor_raw.name}") for k, (v, how) in fit_executor(ex).items()})
+        batch = int(json.loads(args.out.read_text())["parameters"]["signal_batch"]["value"])
+        fitted.update({k: (v, f"{how}; {args.executor_raw.name}")
+                       for k, (v, how) in fit_executor(ex, batch).items()})
     doc = json.loads(args.out.read_text())
     params = doc["parameters"]
     where = (f"fit by benchmarks/fit_calibration.py from {args.raw.name} "

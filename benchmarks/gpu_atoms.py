@@ -60,19 +60,26 @@ def main(argv=None) -> dict:
         print(f"memcpy D2D {n // MiB:6d} MiB  {median(t):9.1f} us  {bw:7.0f} GB/s")
 
     fcopy, fasync, fl2 = k.fn("atom_copy"), k.fn("atom_copy_async"), k.fn("atom_copy_l2")
+    fcs, fwide = k.fn("atom_copy_cs"), k.fn("atom_copy_wide")
     configs = []
     for ctas in (sms, 2 * sms, 4 * sms, 8 * sms):
         configs.append(("sm", ctas, 0, 0))
         configs.append(("sm_l2", ctas, 0, 0))
+        configs.append(("sm_cs", ctas, 0, 0))
+        configs.append(("sm_wide", ctas, 0, 0))
         configs.append(("async", ctas, 0, 0))
     for ctas in (sms, 2 * sms, 4 * sms):           # grid-stride: small chunks, interleaved
         for gchunk in (64 << 10, 256 << 10):
             configs.append(("sm_l2", ctas, -gchunk, 0))
+            configs.append(("sm_cs", ctas, -gchunk, 0))
+            configs.append(("sm_wide", ctas, -gchunk, 0))
+            configs.append(("sm256_wide", 2 * ctas, -gchunk // 2, 0))
             configs.append(("sm", ctas, -gchunk, 0))
     for ctas in (4 * sms, 8 * sms, 16 * sms):      # 256 threads per CTA (blockDim is free)
         for gchunk in (32 << 10, 128 << 10):
             configs.append(("sm256", ctas, -gchunk, 0))
             configs.append(("sm256_l2", ctas, -gchunk, 0))
+            configs.append(("sm256_cs", ctas, -gchunk, 0))
     if k.atoms.tma:
         ftma = k.fn("atom_copy_tma")
         for stages, sb in ((4, 16384), (8, 16384), (4, 32768), (8, 24576)):
@@ -89,7 +96,8 @@ def main(argv=None) -> dict:
             if stages < 0:                                        # grid-stride chunks
                 chunk, stages = -stages, 0
             if kind_name.startswith("sm"):
-                fn = fl2 if kind_name.endswith("_l2") else fcopy
+                suffix = kind_name.rsplit("_", 1)[1] if "_" in kind_name else ""
+                fn = {"l2": fl2, "cs": fcs, "wide": fwide}.get(suffix, fcopy)
                 threads = 256 if kind_name.startswith("sm256") else atomset.THREADS
                 launch = lambda: fn((ctas,), (threads,), (src, dst, np.int64(n), np.int64(chunk)))
             elif kind_name == "async":

@@ -140,6 +140,8 @@ def main(argv=None) -> dict:
                                                                 put_ctas=p, consumer_ctas=q)
     lat_cfgs["latency/two_shot/put=2/cons=2"] = Policy(regime="latency", algorithm="two_shot",
                                                        put_ctas=2, consumer_ctas=2)
+    lat_cfgs["direct/ctas=8"] = Policy(regime="direct", put_ctas=4, consumer_ctas=4)
+    lat_cfgs["direct/ctas=2"] = Policy(regime="direct", put_ctas=1, consumer_ctas=1)
     best_lat = None
     for key, pol in lat_cfgs.items():
         try:
@@ -158,6 +160,16 @@ def main(argv=None) -> dict:
         if bad == 0 and (best_lat is None or t < best_lat[0]):
             best_lat = (t, key)
         print(f"all_reduce W=8 8 KiB {key:34s} {t:7.2f} us/call  wrong={bad}")
+
+    # the same auto schedule with packet stores at system scope (what multi-GPU worlds use)
+    world.gpu_scope_flags = 1
+    sched = world.plan(c)
+    raw["ar8_8KiB_system_scope_packets"] = {"samples_us": time_graph(lambda: world.run(sched, ins, outs),
+                                                                     calls=128, replays=8)}
+    world.check()
+    world.gpu_scope_flags = 3
+    print(f"all_reduce W=8 8 KiB auto, packet stores at system scope "
+          f"{median(raw['ar8_8KiB_system_scope_packets']['samples_us']):7.2f} us/call")
 
     # ---- sweep: nccl-tests tables, default (auto) policy, every element checked ----
     tables = []

@@ -32,6 +32,10 @@ WORLDS = (2, 4, 8)
 DTYPE = "fp32"
 
 
+# calls traced on the GPU (per-instruction timestamps) for the side-by-side trace
+TRACED = ((8, "all_reduce", 4 << 20), (8, "all_gather", 64 << 10), (4, "reduce_scatter", 16 << 20))
+
+
 def calls_per_graph(size: int) -> int:
     return 128 if size <= 1 << 20 else 16 if size <= 64 << 20 else 2
 
@@ -103,6 +107,9 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
                              "size": library.nccl_size(c), "digest": digest(s), "cta_budget": world.cta_budget,
                              "policy": s.policy, "calls_per_graph": calls_per_graph(size),
                              "samples_us": us, "time_us": med, "wrong": wrong})
+                if (w, name, size) in TRACED:
+                    world.run(s, ins, outs)   # warm, as in the timed graphs
+                    rows[-1]["trace"] = [list(r) for r in world.trace(s, ins, outs)]
                 print(f"W={w} {c.name:>16} {size:>11} B  {med:10.2f} us  wrong={wrong}", flush=True)
                 _save(out_dir, info, memcpy, t_start, rows)   # partial results survive a timeout
                 del ins, outs
@@ -129,7 +136,7 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
     from purlin.topology import load_topology
 
     raw = json.loads(raw_path.read_text())
-    points = []
+    points, traces = [], []
     for p in raw["points"]:
         topo = load_topology(raw["topology"], world=p["world"])
         c = library.from_size(p["collective"], p["world"], p["requested"], raw["dtype"])
@@ -137,8 +144,10 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
         if digest(s) != p["digest"]:
             raise SystemExit(f"{p['collective']} W={p['world']} {p['requested']} B: the schedule "
                              f"planned here differs from the one measured (digest mismatch)")
-        r = simulate(s, topo, calibration, record=False)
+        r = simulate(s, topo, calibration, record="trace" in p)
         err = (r.time_us - p["time_us"]) / p["time_us"]
+        if "trace" in p:
+            traces.append(_side_by_side(s, r, p))
         points.append({**{k: p[k] for k in ("world", "collective", "requested", "size", "policy", "wrong",
                                             "cta_budget", "digest")},
                        "measured_us": p["time_us"], "measured_samples_us": p["samples_us"],
@@ -155,12 +164,32 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
             groups.setdefault(str(p[key]), []).append(abs(p["error"]))
         by[key] = {k: statistics.median(v) for k, v in groups.items()}
     summary["median_abs_err_by"] = by
+    summary["traces"] = traces
     out = write("h200-validation.json", {"summary": summary, "measured_on": {k: raw[k] for k in ("machine", "date", "command", "gpu", "memcpy_gbps")},
                                          "points": points})
     _plot(points, RESULTS / "h200-validation.png")
     print(f"median |err| {summary['median_abs_err']:.3f}  max |err| {summary['max_abs_err']:.3f}  "
           f"over {len(points)} points -> {out}")
     return summary
+
+
+def _side_by_side(s, r, p) -> dict:
+    """One call's predicted and measured timelines in one Perfetto trace. The GPU timeline
+    starts at its first instruction; it is shifted to the simulator's first instruction
+    (the modelled launch), so both share a time axis."""
+    from purlin.trace import OpRecord, perfetto
+    from purlin.trace import write as write_trace
+    shift = min(x[4] for x in r.records)
+    gpu = [OpRecord(*x[:4], x[4] + shift, x[5] + shift, x[6]) for x in p["trace"]]
+    name = f"h200-validation-trace-{p['collective']}-W{p['world']}-{p['requested']}.json"
+    write_trace(RESULTS / name, perfetto(s, {"predicted (simulator)": r.records, "measured (H200)": gpu},
+                                         {"predicted_us": r.time_us, "measured_median_us": p["time_us"]}))
+    ends = lambda recs: {(x[0], x[1]): x[5] for x in recs}   # noqa: E731  last instruction per CTA
+    pe, me = ends(r.records), ends(gpu)
+    errs = [(pe[k] - me[k]) / me[k] for k in me if k in pe and me[k] > 0]
+    return {"file": name, "collective": p["collective"], "world": p["world"], "requested": p["requested"],
+            "predicted_span_us": max(x[5] for x in r.records), "measured_span_us": max(x[5] for x in gpu),
+            "median_abs_err_cta_end": statistics.median(abs(e) for e in errs) if errs else None}
 
 
 def _plot(points, path: Path) -> None:

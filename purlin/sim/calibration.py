@@ -66,6 +66,10 @@ class AtomCost:
         convert, store) plus one per local source read, so its rate in output bytes is
         ``1 / (1/reduce_out + k/reduce_src)`` (remote sources cost ``1/cta_remote`` each).
         Unused by ``ce`` (no reductions) and ``switch`` (the switch reduces).
+    store_gbps : float
+        Payload GB/s of each extra destination of a broadcast store on the CTA's own GPU
+        (one more store stream in the CTA's loop; stores do not wait on memory as loads
+        do, so this may exceed ``cta_local_gbps``).
     """
 
     cta_local_gbps: float
@@ -74,6 +78,7 @@ class AtomCost:
     wire_efficiency: float
     reduce_out_gbps: float
     reduce_src_gbps: float
+    store_gbps: float
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ class Calibration:
     packet_batch : float
         How many consecutive PutPackets of one CTA the executor runs as one batch, paying
         one Atom start for all of them.
+    signal_batch : float
+        How many consecutive Notifies (or Waits) of one CTA the executor runs as one
+        batch: one release fence (one poll round trip) for all of them.
     hbm_efficiency : float
         Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
     link_efficiency : float
@@ -122,6 +130,7 @@ class Calibration:
     notify_issue_us: float
     wait_check_us: float
     packet_batch: float
+    signal_batch: float
     packet_gbps: float
     hbm_efficiency: float
     link_efficiency: float
@@ -150,7 +159,8 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "packet_gbps",
+_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
+        "packet_gbps",
         "hbm_efficiency", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)

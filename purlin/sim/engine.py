@@ -11,7 +11,9 @@ owns the glue between simpy time and the fluid model:
 
 Signals are monotonic per (rank, signal): ``Notify`` costs the notifier the release
 fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path latency
-later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Packets land with their
+later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Up to
+``signal_batch`` Notifies (Waits) in a row are one batch, as the executor runs them: one
+fence (one poll) for all. Packets land with their
 flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value.
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
@@ -221,12 +223,17 @@ class _Run:
         self.pc[key] = 0
         yield env.timeout(cal.launch_us)
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
+        sig_run, prev = 0, None   # consecutive Notifies (or Waits): a batch pays one fence (poll)
+        sig_batch = max(1, int(cal.signal_batch))
         for i, ins in enumerate(prog.instrs):
             self.pc[key] = i
             t0 = env.now
             kind = type(ins)
             nbytes = 0
             run = run + 1 if kind is PutPackets else 0
+            sig_run = sig_run + 1 if kind is prev else 1
+            prev = kind
+            batch_head = (sig_run - 1) % sig_batch == 0
             if kind in _FLOW_KINDS:
                 spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
                 ev = Event(env)
@@ -239,7 +246,7 @@ class _Run:
                 yield ev
                 nbytes = ins.nbytes
             elif kind is Notify:
-                if cal.notify_issue_us:
+                if cal.notify_issue_us and batch_head:
                     yield env.timeout(cal.notify_issue_us)
                 self._at(fabric.signal_us(rank, ins.peer), self._land_signal,
                          ins.peer, ins.signal, ins.value)
@@ -248,7 +255,7 @@ class _Run:
                     ev = Event(env)
                     self.waiters[(rank, ins.signal)].append((ins.value, ev))
                     yield ev
-                elif cal.wait_check_us:
+                elif cal.wait_check_us and batch_head:
                     yield env.timeout(cal.wait_check_us)
             elif kind is WaitPackets:
                 lo = ins.src.offset

@@ -26,7 +26,8 @@ of in-switch reduction); HBM weights are not.
 CTA cap: a CTA moves one stream per source; a stream runs at the Atom's
 ``cta_local_gbps`` if it stays on the CTA's GPU and ``cta_remote_gbps`` if it or the
 store it feeds crosses a link; each extra destination (a broadcast store) is one more
-stream for ``sm``/``tma`` (a multicast store of ``switch`` is one stream). The streams
+stream for ``sm``/``tma``, at ``store_gbps`` on the CTA's GPU (a multicast store of
+``switch`` is one stream). The streams
 of one instruction run one after the other in the CTA's loop, so
 the cap is ``1 / sum(1 / stream rate)``. A Reduce adds a stream for its output
 (``reduce_out_gbps``: accumulate, convert, store) and reads each local source at
@@ -233,7 +234,7 @@ class Fabric:
                     load[r] += wire
             load[self._hbm[d]] += wire
         if atom in ("sm", "tma"):  # a multicast store (switch) or a DMA (ce) is one stream
-            stream_rates += [cost.cta_remote_gbps if far else cost.cta_local_gbps
+            stream_rates += [cost.cta_remote_gbps if far else cost.store_gbps
                              for far in remote_dst[1:]]
         if cost.wire_efficiency != 1.0:  # protocol overhead on links, not on HBM
             hbm = set(self._hbm)

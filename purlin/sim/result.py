@@ -8,27 +8,16 @@ and AllToAll: the whole per-rank input; V forms: the same, summed over blocks), 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from purlin.errors import SpecError
 from purlin.snac.ir import Schedule
+from purlin.trace import OpRecord, perfetto
+from purlin.trace import write as write_json
 from purlin.spec import library
 from purlin.spec.library import nccl_size  # noqa: F401  (re-exported for callers)
-
-
-class OpRecord(NamedTuple):
-    """One executed instruction: where, what, when (microseconds from call start)."""
-
-    rank: int
-    cta: int
-    instr: int
-    kind: str
-    start_us: float
-    end_us: float
-    nbytes: int
 
 
 def busbw_factor(collective: Any) -> float:
@@ -114,27 +103,12 @@ class SimResult:
     def trace(self) -> dict[str, Any]:
         """Chrome/Perfetto trace: one process per rank, one thread per CTA, one complete
         ("X") event per instruction; timestamps in microseconds."""
-        roles = {(p.rank, p.cta): p.role for p in self.schedule.programs}
-        events: list[dict] = []
-        for rank in range(self.schedule.world):
-            events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0,
-                           "args": {"name": f"rank {rank}"}})
-        for (rank, cta), role in sorted(roles.items()):
-            events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": cta,
-                           "args": {"name": f"cta {cta} ({role})"}})
-        for rank, cta, i, kind, t0, t1, nbytes in self.records:
-            events.append({"ph": "X", "name": kind, "cat": roles.get((rank, cta), ""),
-                           "pid": rank, "tid": cta, "ts": t0, "dur": t1 - t0,
-                           "args": {"instr": i, "nbytes": nbytes}})
-        return {"traceEvents": events, "displayTimeUnit": "ns",
-                "otherData": {"collective": self.collective.name, "topology": self.topology,
-                              "time_us": self.time_us}}
+        return perfetto(self.schedule, {"simulated": self.records},
+                        {"topology": self.topology, "time_us": self.time_us})
 
     def write_trace(self, path: str | Path) -> Path:
         """Write :meth:`trace` as JSON (open it in https://ui.perfetto.dev)."""
-        path = Path(path)
-        path.write_text(json.dumps(self.trace()))
-        return path
+        return write_json(path, self.trace())
 
     def __str__(self) -> str:
         r = self.row()

@@ -235,31 +235,67 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
 
 
 def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
-           align: int, spread: bool = False) -> list[Op]:
+           align: int, spread: bool = False, least: int = 1) -> list[Op]:
     """Zero-copy over registered buffers: one read of each input byte, stores to every
-    holder (reductions: reduce once, broadcast-store the result). With ``spread`` (all
-    ranks share one GPU, so who issues a copy costs no link) the work is dealt round-robin
-    to every rank's CTAs, so the rank with the largest V block does not set the pace."""
-    ops: list[Op] = []
-    turn = iter(range(1 << 62))
+    holder (reductions: reduce once, broadcast-store the result).
 
-    def issuer(home: int) -> int:
-        return next(turn) % c.world if spread else home
-
+    Across GPUs the links set the pace, so a rank's chunks go round-robin to its CTAs of
+    the role, keeping the rotated order of destinations. With ``spread`` (all ranks share
+    one GPU, so who issues a copy costs no link, and memory bandwidth is what is shared)
+    the work is cut into equal shares dealt over every CTA of every rank: a chunk count
+    that does not divide by the CTAs would leave one CTA a whole chunk behind the rest,
+    and the rank with the largest V block would set the pace. No share is cut below
+    ``least`` bytes (not worth an instruction)."""
+    items: list[tuple[int, str, tuple[Ref, ...], tuple[Ref, ...], int]] = []
     if not c.is_reduce:
         for g, off, n in _copy_items(gs, chunk, c.world):
             src = g.sources[0]
-            r = issuer(src.rank)
-            ops.append(Op(r, ctas.pick(r, "put"), "push", "copy", (_in(src, off),),
+            items.append((src.rank, "copy", (_in(src, off),),
                           tuple(_out(h, off) for h in g.holders), n))
-        return ops
-    for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
-        holders = g.holders if algorithm == "two_shot" else (owner,)
-        r = issuer(owner.rank)
-        ops.append(Op(r, ctas.pick(r, "consumer"), "reduce", "reduce",
-                      tuple(_in(s, off) for s in g.sources),
-                      tuple(_out(h, off) for h in holders), n))
-    return ops
+    else:
+        for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
+            holders = g.holders if algorithm == "two_shot" else (owner,)
+            items.append((owner.rank, "reduce", tuple(_in(s, off) for s in g.sources),
+                          tuple(_out(h, off) for h in holders), n))
+    role = "reduce" if c.is_reduce else "push"
+    if not spread:
+        pool = "consumer" if c.is_reduce else "put"
+        return [Op(home, ctas.pick(home, pool), role, kind, srcs, dsts, n)
+                for home, kind, srcs, dsts, n in items]
+    workers = [(r, k) for k in range(ctas.budget) for r in range(c.world)]
+    return [Op(*workers[w], role, kind, _shift(srcs, at), _shift(dsts, at), n)
+            for w, (_, kind, srcs, dsts, n), at in _deal(items, len(workers), align, chunk, least)]
+
+
+def _shift(refs: tuple[Ref, ...], by: int) -> tuple[Ref, ...]:
+    return tuple(Ref(r.rank, r.buffer, r.offset + by) for r in refs) if by else refs
+
+
+def _deal(items: list, workers: int, align: int, chunk: int, least: int) -> Iterator[tuple[int, tuple, int]]:
+    """Cut the items (last field: bytes), in order, into runs of equal bytes, at most a
+    chunk each and a multiple of ``workers`` in number (fewer only where a run would be
+    under ``least`` bytes), and deal run j to worker j mod ``workers``: every worker gets
+    the same bytes, and at any moment the workers are on neighbouring stretches of the
+    order (which rotates destinations). An item is split where a run ends, at an
+    ``align`` multiple of its start. Yields (worker, item with its bytes replaced by the
+    piece's, offset in it)."""
+    total = sum(it[-1] for it in items)
+    runs = max(1, -(-total // chunk), min(workers, total // max(1, least)))
+    if runs > workers:
+        runs = -(-runs // workers) * workers
+    per = max(align, -(-(-(-total // runs)) // align) * align)
+    j, room = 0, per
+    for it in items:
+        n, pos = it[-1], 0
+        while pos < n:
+            rest = n - pos
+            take = rest if rest <= room or j == runs - 1 else room // align * align
+            if take:
+                yield j % workers, it[:-1] + (take,), pos
+                pos += take
+                room -= take
+            if (room < align or not take) and j < runs - 1:
+                j, room = j + 1, per
 
 
 def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,

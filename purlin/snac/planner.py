@@ -10,7 +10,7 @@ from typing import Any
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac.ir import Ref, Schedule
-from purlin.snac.policy import Policy, codesign, from_table
+from purlin.snac.policy import MIN_CHUNK, Policy, codesign, from_table
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
 from purlin.topology import Topology, is_direct, is_fully_connected, load_topology, minimal, ring_order
@@ -39,7 +39,7 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
         policy = from_table(table, c.name, topology.name, nbytes)
     policy = (policy or Policy()).check()
     return codesign(c.name, c.world, nbytes, is_fully_connected(topology), cta_budget,
-                    c.is_reduce, policy)
+                    c.is_reduce, policy, shared_memory=topology.loopback)
 
 
 def plan(collective: Collective, topology: Topology | str | None = None,
@@ -89,7 +89,8 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     elif pol.regime == "throughput":
         ops, staging = df.throughput(c, gs, chunk, pol.staging_nbytes, ctas, pol.algorithm, pol.align)
     elif pol.regime == "direct":
-        ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align, spread=topo.loopback)
+        ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align, spread=topo.loopback,
+                        least=min(chunk, MIN_CHUNK))
     else:
         ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align)
     ops, staging = _compact_staging(ops)

@@ -124,10 +124,13 @@ CTAS = {"latency": (8, 16), "throughput": (16, 28), "direct": (16, 16)}
 
 
 def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
-             cta_budget: int = 64, is_reduce: bool = False, base: Policy | None = None) -> Policy:
+             cta_budget: int = 64, is_reduce: bool = False, base: Policy | None = None,
+             shared_memory: bool = False) -> Policy:
     """Pick a policy for a collective of ``nbytes`` per rank (largest buffer) and world.
 
-    Only the fields left ``auto`` in ``base`` are chosen.
+    Only the fields left ``auto`` in ``base`` are chosen. ``shared_memory``: the ranks
+    share one GPU's memory (a loopback topology), where staging is a pure extra copy, so
+    past the latency regime the zero-copy direct regime is chosen.
 
     Examples
     --------
@@ -135,6 +138,8 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
     'latency'
     >>> codesign("all_reduce", 8, 1 << 30, is_reduce=True).algorithm
     'two_shot'
+    >>> codesign("all_gather", 8, 1 << 30, shared_memory=True).regime
+    'direct'
     """
     base = base or Policy()
     regime, algorithm = base.regime, base.algorithm
@@ -143,7 +148,8 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
             limit = next(v for w, v in LATENCY_MAX_ALLREDUCE if world <= w)
         else:
             limit = LATENCY_MAX_OTHER
-        regime = "latency" if nbytes <= limit and fully_connected else "throughput"
+        bulk = "direct" if shared_memory else "throughput"
+        regime = "latency" if nbytes <= limit and fully_connected else bulk
     if algorithm == "auto":
         if not fully_connected:
             algorithm = "ring"

@@ -11,7 +11,7 @@ MB = 1_000_000
 def round_calibration(**over: float):
     """Round numbers so expected times are easy to write down; CTA caps far above
     any link unless a test lowers them."""
-    v = {"launch_us": 1.0, "signal_latency_us": 0.5, "notify_issue_us": 0.1, "wait_check_us": 0.0, "packet_batch": 1.0, "packet_gbps": 2e6,
+    v = {"launch_us": 1.0, "signal_latency_us": 0.5, "notify_issue_us": 0.1, "wait_check_us": 0.0, "packet_batch": 1.0, "signal_batch": 1.0, "packet_gbps": 2e6,
          "hbm_efficiency": 1.0, "link_efficiency": 1.0}
     for atom in ("sm", "tma", "ce", "switch"):
         v[f"{atom}.cta_local_gbps"] = 1e6
@@ -20,6 +20,7 @@ def round_calibration(**over: float):
         v[f"{atom}.wire_efficiency"] = 1.0
         v[f"{atom}.reduce_out_gbps"] = 1e6
         v[f"{atom}.reduce_src_gbps"] = 1e6
+        v[f"{atom}.store_gbps"] = 1e6
     v.update(over)
     return from_values(v, gpu_kind="test")
 

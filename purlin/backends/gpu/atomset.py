@@ -65,11 +65,12 @@ ATOM_SETS = {
     90: AtomSet("sm_90", 90, 16, True, ("sm", "async", "tma", "ce"), {
         "atom_copy": ("LDG.E.128", "STG.E.128"),
         "atom_copy_l2": ("LDG.E.LTC256B.128",),
+        "atom_copy_cs": ("LDG.E.EF.LTC256B.128", "STG.E.EF.128"),
         "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
         "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S", "SYNCS"),
         "atom_reduce": ("LDG.E.128", "STG.E.128"),
         "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
-                     "LDG.E.64.STRONG.SYS"),
+                     "LDG.E.64.STRONG.SYS", "STG.E.64.STRONG.GPU", "LDG.E.64.STRONG.GPU"),
         "snac_run_pkt": ("LDG.E.128.STRONG.SYS", "STG.E.128.STRONG.SYS"),
         "snac_run_tma": ("UBLKCP.S.G", "UBLKCP.G.S"),
     }),

@@ -10,14 +10,16 @@ Layout (must match ``cuda/snac.cu``; ``tests/backends/gpu/test_encode.py`` check
   ========== ================== ====== ========= ==== ========= ====
   COPY       0                  atom   src ref   1    dst ref   ndst
   REDUCE     dtype | op << 8    atom   src ref   nsrc dst ref   ndst
-  NOTIFY     peer               signal value
-  WAIT                          signal value
+  NOTIFY     peer               signal value               run
+  WAIT                          signal value               run
   PUT_PKTS   value                     src ref        dst ref
   WAIT_PKTS  value                     src ref
   NOP        (a WaitPackets fused into the read that follows it)
   ========== ================== ====== ========= ==== ========= ====
 
-  "ref" columns index the first of consecutive rows of ``refs``.
+  "ref" columns index the first of consecutive rows of ``refs``. ``run``: how many
+  records of the same opcode start here in a row (at most ``SIGNAL_RUN``); the kernel
+  runs them together, one per lane, without scanning for the run's end.
 - ``refs``: int64 ``[m, 4]``: ``rank, buffer, offset, packet value``. A source in the
   ``packets`` buffer carries the value of the WaitPackets that covers it, so the read
   itself checks each packet's tag (that is how WaitPackets fuses with the next read).
@@ -48,6 +50,7 @@ from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait
 
 REC = 8
 PROG = 8
+SIGNAL_RUN = 32   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
 MAX_REFS = 256      # srcs + dsts of one instruction (shared-memory arrays in the kernel)
 OPC = {"NOP": 0, "COPY": 1, "REDUCE": 2, "NOTIFY": 3, "WAIT": 4, "PUT_PACKETS": 5,
        "WAIT_PACKETS": 6}
@@ -207,6 +210,7 @@ def encode(s: Schedule) -> Encoded:
                     code.append([OPC["WAIT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, 0, 0])
             else:
                 raise ScheduleError(f"{where}: the GPU executor has no handler for {type(ins).__name__}")
+        _mark_runs(code, first)
         progs.append([first, len(code) - first, prog.rank, prog.cta, rfirst, len(refs) - rfirst, 0, 0])
 
     return Encoded(
@@ -216,6 +220,19 @@ def encode(s: Schedule) -> Encoded:
         world=w, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
         num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=uses_tma,
         uses_packets=uses_packets, fused_waits=fused)
+
+
+def _mark_runs(code: list[list[int]], first: int) -> None:
+    """Field f of each NOTIFY/WAIT record: the run of that opcode starting there, capped
+    at SIGNAL_RUN (records from ``first`` on, one program)."""
+    run = 0
+    for k in range(len(code) - 1, first - 1, -1):
+        opc = code[k][0]
+        if opc in (OPC["NOTIFY"], OPC["WAIT"]):
+            run = run + 1 if k + 1 < len(code) and code[k + 1][0] == opc else 1
+            code[k][7] = min(run, SIGNAL_RUN)
+        else:
+            run = 0
 
 
 def _fusable(instrs, i: int) -> bool:

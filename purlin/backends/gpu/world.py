@@ -56,6 +56,12 @@ class World:
 
     #: ranks whose buffers this process passes (all for loopback, one for IPC)
     local_ranks: tuple[int, ...] = ()
+    #: every rank on one GPU: signals and packets need only GPU scope (cheaper than system)
+    one_gpu: bool = False
+    #: kernel flags for one_gpu worlds (bit 0 signals, bit 1 packet stores at GPU scope)
+    gpu_scope_flags: int = 3
+    #: device -> trace buffer while :meth:`trace` runs (None otherwise)
+    _tracing: dict | None = None
 
     def __init__(self, world: int, *, topology=None, policy=None, timeout_s: float = 2.0):
         self.cp = kernels.cupy()
@@ -150,6 +156,42 @@ class World:
         ins, outs, out_objs = self._bind(c, inputs, outputs)
         self._launch(plan, ins, outs, self._stream(stream, ins + outs))
         return out_objs
+
+    def trace(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None) -> list:
+        """Run once with a timestamp (``%globaltimer``) at the start and end of every
+        instruction; returns :class:`purlin.trace.OpRecord` tuples in microseconds from
+        the first instruction's start, the same form as the simulator's timeline. The
+        timer ticks in steps of about 1 us on some GPUs, so short instructions read 0 or 1."""
+        from purlin.trace import OpRecord
+        self._no_capture("trace a call")
+        schedule = what if isinstance(what, Schedule) else self.plan(what, policy)
+        plan = self.prepare(schedule)
+        self.synchronize()
+        bufs = {}
+        for dev, (code, _, _) in plan.device_arrays.items():
+            with self.cp.cuda.Device(dev):
+                bufs[dev] = self.cp.zeros(2 * max(1, len(code)), self.cp.uint64)
+        self._tracing = bufs
+        try:
+            self.run(schedule, inputs, outputs)
+            self.synchronize()
+        finally:
+            self._tracing = None
+        progs = {(p.rank, p.cta): p for p in schedule.programs}
+        raw = []
+        for dev, buf in bufs.items():
+            times = buf.get().reshape(-1, 2)
+            table = plan.device_arrays[dev][2].get().reshape(-1, 8)
+            for first, count, rank, cta in table[:, :4]:
+                prog = progs[(int(rank), int(cta))]
+                for i in range(int(count)):
+                    t0, t1 = (int(x) for x in times[int(first) + i])
+                    if t0:   # 0: not reached (a stop after a timeout)
+                        raw.append((int(rank), int(cta), i, prog.instrs[i], t0, t1))
+        base = min((r[4] for r in raw), default=0)
+        return [OpRecord(rank, cta, i, type(ins).__name__, (t0 - base) / 1e3, (t1 - base) / 1e3,
+                         getattr(ins, "nbytes", 0))
+                for rank, cta, i, ins, t0, t1 in sorted(raw, key=lambda r: (r[0], r[1], r[2]))]
 
     def synchronize(self) -> None:
         """Wait for every call so far, then raise Deadlock if a Wait timed out."""
@@ -418,7 +460,8 @@ class _Launcher:
         table = self.table(world, ptrs)
         args = (code, refs, progs, np.int32(first), table, np.int32(len(ptrs)), np.int64(scratch.staging_half),
                 np.int64(scratch.packets_half), self.state, np.uint64(plan.enc.epoch_stride),
-                self.err, np.uint64(world.timeout_ns), np.int64(plan.id))
+                self.err, np.uint64(world.timeout_ns), np.int64(plan.id), np.int32(world.gpu_scope_flags if world.one_gpu else 0),
+                world._tracing[self.device] if world._tracing else np.uint64(0))
         with self.cp.cuda.Device(self.device):
             fn((n,), (atomset.THREADS,), args, shared_mem=kernels.TMA_SMEM if use_tma else 0,
                stream=stream)
@@ -439,6 +482,8 @@ class LoopbackWorld(World):
     >>> xs = [cupy.full(1024, r, cupy.float32) for r in range(8)]   # doctest: +SKIP
     >>> outs = w.all_reduce(xs)                                     # doctest: +SKIP
     """
+
+    one_gpu = True
 
     def __init__(self, world: int, *, device: int = 0, **kw):
         if kw.get("topology") is None:   # plan for W ranks sharing one GPU, not W GPUs

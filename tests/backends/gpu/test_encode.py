@@ -7,7 +7,7 @@ import pytest
 
 from purlin.backends.gpu import atomset
 from purlin.backends.gpu.emulate import Emulator
-from purlin.backends.gpu.encode import ATOM, BUF, DTYPE, MAX_REFS, NBUF, OP, OPC, PROG, REC, encode
+from purlin.backends.gpu.encode import ATOM, BUF, DTYPE, MAX_REFS, NBUF, OP, OPC, PROG, REC, SIGNAL_RUN, encode
 from purlin.errors import ScheduleError
 from purlin.snac import Policy, plan
 from purlin.snac.ir import INSTRUCTIONS, Copy, Program, PutPackets, Ref, Schedule, WaitPackets
@@ -35,6 +35,17 @@ def test_constants_match_the_kernel():
         assert _enum(ATOMS_CUH, f"OP_{k.upper()}") == v
     assert f"#define MAX_REFS {MAX_REFS}" in SNAC_CU and f"#define REC {REC}" in SNAC_CU
     assert f"#define PROG {PROG}" in SNAC_CU
+    assert f"#define SIGNAL_RUN {SIGNAL_RUN}" in SNAC_CU
+
+
+def test_signal_runs_are_marked_and_capped():
+    from purlin.snac.ir import Notify, Program, Schedule, Wait
+    c = library.all_gather(2, 16, "fp32")
+    ins = tuple(Notify(1, k, 1) for k in range(40)) + (Wait(0, 1), Wait(1, 1)) + (Notify(1, 0, 2),)
+    enc = encode(Schedule(c, (Program(0, 0, "x", ins), Program(1, 0, "y", (Wait(0, 1),))), 0, 0, 40, 3))
+    runs = enc.code[:, 7].tolist()
+    assert runs[:40] == [32] * 9 + list(range(31, 0, -1))   # a run of 40: 32 together, then 8
+    assert runs[40:] == [2, 1, 1, 1]                          # Waits, a lone Notify, rank 1's Wait
 
 
 def test_every_instruction_has_a_handler():

@@ -8,7 +8,7 @@ import pytest
 
 from purlin.errors import Deadlock
 from purlin.snac import Policy
-from purlin.snac.ir import Notify, Program, Schedule, Wait
+from purlin.snac.ir import Copy, Notify, Program, Ref, Schedule, Wait
 from purlin.spec import library
 
 pytestmark = pytest.mark.gpu
@@ -228,6 +228,59 @@ def test_notify_reaches_a_later_wait(cp):
     for _ in range(5):
         w.run(s, [cp.zeros(4, cp.float32), cp.zeros(4, cp.float32)])
     w.synchronize()
+
+
+def _signal_runs(n, missing=None):
+    """Rank 0 copies its input to its output, then notifies n signals of rank 1 in a row
+    (longer than one warp's run); rank 1 waits on all n in a row, then copies rank 0's
+    output into its own."""
+    c = library.all_gather(2, 256, "fp32")
+    notes = tuple(Notify(1, k, 1) for k in range(n) if k != missing)
+    progs = (Program(0, 0, "producer", (Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), 256),) + notes),
+             Program(1, 0, "consumer", tuple(Wait(k, 1) for k in range(n))
+                     + (Copy(Ref(0, "output", 0), (Ref(1, "output", 0),), 256),)))
+    return Schedule(c, progs, 0, 0, n, 2)
+
+
+def test_signal_runs_longer_than_a_warp_order_data(cp):
+    from purlin.backends.gpu import LoopbackWorld
+    w = LoopbackWorld(2, timeout_s=1.0)
+    s = _signal_runs(40)
+    for k in range(20):
+        x = cp.arange(64, dtype=cp.float32) + 1000 * k
+        outs = [cp.zeros(128, cp.float32), cp.zeros(128, cp.float32)]
+        w.run(s, [x, cp.zeros(64, cp.float32)], outs)
+        w.synchronize()
+        assert bool(cp.array_equal(outs[1][:64], x)), k
+
+
+def test_a_missing_signal_in_a_run_is_named(cp):
+    from purlin.backends.gpu import LoopbackWorld
+    w = LoopbackWorld(2, timeout_s=0.2)
+    w.run(_signal_runs(40, missing=37), [cp.zeros(64, cp.float32)] * 2)
+    with pytest.raises(Deadlock, match=r"rank 1, cta 0 \(consumer\), instr \d+: Wait timed out after "
+                                       r"0.2 s: signal 37 is 0"):
+        w.synchronize()
+
+
+def test_trace_times_every_instruction(cp):
+    w = world(4)
+    c = library.all_gather(4, 1 << 20, "fp32")
+    s = w.plan(c, Policy(regime="throughput"))
+    ins = [cp.ones(c.input.nbytes(r) // 4, cp.float32) for r in range(4)]
+    recs = w.trace(s, ins)
+    assert len(recs) == sum(len(p.instrs) for p in s.programs)
+    assert min(r.start_us for r in recs) == 0.0
+    by_cta = {}
+    for r in recs:
+        assert r.end_us >= r.start_us
+        by_cta.setdefault((r.rank, r.cta), []).append(r)
+    for rs in by_cta.values():   # one CTA runs its instructions in order
+        assert all(a.start_us <= b.start_us for a, b in zip(rs, rs[1:]))
+    copied = sum(r.nbytes for r in recs if r.kind == "Copy")
+    assert copied == sum(i.nbytes for p in s.programs for i in p.instrs if isinstance(i, Copy))
+    span = max(r.end_us for r in recs)
+    assert 1.0 < span < 5000.0, span      # 16 MiB of copies on one H200: tens of us
 
 
 def test_torch_tensors_and_library_api(cp):

@@ -54,6 +54,17 @@ __device__ __forceinline__ void ldv_l2(V16& r, const void* p) {
                : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
 }
 template <class Vec> __device__ __forceinline__ void ldv_l2(Vec& r, const void* p) { ldv(r, p); }
+// Streaming (evict-first) 16-byte load and store: a copy's bytes are touched once.
+__device__ __forceinline__ void ldv_cs(V16& r, const void* p) {
+  asm volatile("ld.global.cs.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
+}
+__device__ __forceinline__ void stv_cs(void* p, const V16& r) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};"
+               :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");
+}
+template <class Vec> __device__ __forceinline__ void ldv_cs(Vec& r, const void* p) { ldv(r, p); }
+template <class Vec> __device__ __forceinline__ void stv_cs(void* p, const Vec& r) { stv(p, r); }
 
 // V4: the fallback for Refs that are not 16-byte aligned.
 __device__ __forceinline__ void ldv(V4& r, const void* p) { r.w[0] = *(const volatile u32*)p; }
@@ -98,6 +109,15 @@ __device__ __forceinline__ u64 ld_acquire_sys(const u64* p) {
 __device__ __forceinline__ void st_release_sys(u64* p, u64 v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
+// GPU scope: enough where every rank is on this GPU (loopback), and cheaper than .sys.
+__device__ __forceinline__ u64 ld_acquire_gpu(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ u64 ld_volatile_u64(const u64* p) {
   u64 v;
   asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -114,9 +134,14 @@ __device__ __forceinline__ u64 globaltimer() {
 // It carries 8 payload bytes and an 8-byte flag (the call's tag, low 32 bits, twice), one
 // copy in each 8-byte half, so a reader accepts it only when both halves are current even
 // if a 16-byte store were ever split in two. Payload offset o lives at physical 2*o.
+template <bool GPU = false>
 __device__ __forceinline__ void st_packet(void* p, u32 lo, u32 hi, u32 tag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};"
-               :: "l"(p), "r"(lo), "r"(tag), "r"(hi), "r"(tag) : "memory");
+  if (GPU)   // every reader on this GPU: a relaxed GPU-scope store is enough
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "l"(p), "r"(lo), "r"(tag), "r"(hi), "r"(tag) : "memory");
+  else
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "l"(p), "r"(lo), "r"(tag), "r"(hi), "r"(tag) : "memory");
 }
 __device__ __forceinline__ void ld_packet(const void* p, u32& lo, u32& t0, u32& hi, u32& t1) {
   asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -312,11 +337,34 @@ template <int OP> __device__ __forceinline__ int fop(int x, int y) {
 // ---- copy: one read, every dst written -----------------------------------------------
 // srcs/dsts point at shared memory arrays set up by the caller. ``tag`` != 0 means the
 // source is a packet window (payload addressing, spin until tagged).
-template <int V, bool PKT, bool L2HINT = false>
+// A 16-byte vector moved as four 4-byte words on the side that is only 4-byte aligned
+// (SPLIT 1: loads, 2: stores), so a copy between buffers whose offsets differ mod 16
+// (V-form blocks) still keeps 16 bytes in flight per vector.
+template <int SPLIT, class Vec> __device__ __forceinline__ void ldv_s(Vec& r, const char* p) {
+  if (SPLIT == 1) {
+    const volatile u32* q = (const volatile u32*)p;
+#pragma unroll
+    for (int k = 0; k < (int)(sizeof(Vec) / 4); ++k) r.w[k] = q[k];
+  } else {
+    ldv(r, p);
+  }
+}
+template <int SPLIT, class Vec> __device__ __forceinline__ void stv_s(char* p, const Vec& r) {
+  if (SPLIT == 2) {
+#pragma unroll
+    for (int k = 0; k < (int)(sizeof(Vec) / 4); ++k) ((u32*)p)[k] = r.w[k];
+  } else {
+    stv(p, r);
+  }
+}
+
+// HINT: 0 plain, 1 loads ask L2 for 256-byte blocks, 2 streaming loads and stores.
+// UN: vectors in flight per thread (0: the default for V). SPLIT: see ldv_s.
+template <int V, bool PKT, int HINT = 0, int UN = 0, int SPLIT = 0>
 __device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,
                          const Watch& w) {
   typedef typename VecT<V>::T Vec;
-  const int U = PKT ? 4 : (V == 32 ? 4 : 8);   // vectors in flight per thread
+  const int U = UN ? UN : PKT ? 4 : (V == 32 ? 4 : 8);   // vectors in flight per thread
   const i64 nv = nbytes / V;
   const i64 step = (i64)blockDim.x * U;
   bool ok = true;
@@ -353,21 +401,25 @@ __device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* d
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         i64 j = i + u * (i64)blockDim.x;
-        if (L2HINT) ldv_l2(v[u], src + j * V);
-        else ldv(v[u], src + j * V);
+        if (HINT == 1) ldv_l2(v[u], src + j * V);
+        else if (HINT == 2) ldv_cs(v[u], src + j * V);
+        else ldv_s<SPLIT>(v[u], src + j * V);
       }
     }
     for (int d = 0; d < ndst; ++d) {
       char* dst = dsts[d];
 #pragma unroll
-      for (int u = 0; u < U; ++u) stv(dst + (i + u * (i64)blockDim.x) * V, v[u]);
+      for (int u = 0; u < U; ++u) {
+        if (HINT == 2) stv_cs(dst + (i + u * (i64)blockDim.x) * V, v[u]);
+        else stv_s<SPLIT>(dst + (i + u * (i64)blockDim.x) * V, v[u]);
+      }
     }
   }
   for (; i < nv; i += blockDim.x) {
     Vec v;
     if (PKT) ok &= ld_packets<V>(v, src, i * V, tag, w);
-    else ldv(v, src + i * V);
-    for (int d = 0; d < ndst; ++d) stv(dsts[d] + i * V, v);
+    else ldv_s<SPLIT>(v, src + i * V);
+    for (int d = 0; d < ndst; ++d) stv_s<SPLIT>(dsts[d] + i * V, v);
   }
   // tail: bytes past the last whole vector, 4 at a time (sizes are multiples of 4 except
   // for fp8, where the byte loop finishes)
@@ -563,6 +615,7 @@ __device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbyt
 // A run of up to 8 consecutive PutPackets executed together: every thread issues the loads
 // of all of them before its first store, so a run costs one load round trip, not eight.
 // dsts[i] is the physical address of instruction i's first packet.
+template <bool GPU>
 __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, const i64* nbytes,
                                     const u32* tags, int m) {
   i64 most = 0;
@@ -575,15 +628,15 @@ __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, 
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       if (k < m && j < nbytes[k] / 16) {
-        st_packet(dsts[k] + 32 * j, v[k].w[0], v[k].w[1], tags[k]);
-        st_packet(dsts[k] + 32 * j + 16, v[k].w[2], v[k].w[3], tags[k]);
+        st_packet<GPU>(dsts[k] + 32 * j, v[k].w[0], v[k].w[1], tags[k]);
+        st_packet<GPU>(dsts[k] + 32 * j + 16, v[k].w[2], v[k].w[3], tags[k]);
       }
   }
   if ((int)threadIdx.x < m && (nbytes[threadIdx.x] & 15)) {   // an 8-byte tail
     const int k = threadIdx.x;
     const i64 b = nbytes[k] / 16 * 16;
     const volatile u32* sp = (const volatile u32*)(srcs[k] + b);
-    st_packet(dsts[k] + 2 * b, sp[0], sp[1], tags[k]);
+    st_packet<GPU>(dsts[k] + 2 * b, sp[0], sp[1], tags[k]);
   }
 }
 

@@ -6,12 +6,16 @@
 //   [0] opcode  [1] nbytes  [2] a  [3] b  [4] c  [5] d  [6] e  [7] f
 //   COPY        a=0          b=atom  c=src ref  d=1     e=dst ref  f=ndst
 //   REDUCE      a=dtype|op<<8 b=atom c=src ref  d=nsrc  e=dst ref  f=ndst
-//   NOTIFY      a=peer       b=signal c=value
-//   WAIT                     b=signal c=value
+//   NOTIFY      a=peer       b=signal c=value                    f=run
+//   WAIT                     b=signal c=value                    f=run
 //   PUT_PACKETS a=value               c=src ref         e=dst ref
 //   WAIT_PACKETS a=value              c=src ref
 // Ref: 4 int64 {rank, buffer, offset, packet value (0: plain read)}.
 // Program table: 8 int32 per program {first record, count, rank, cta, first ref, refs, 0, 0}.
+// flags: bit 0: every rank of the launch group is on this GPU, so signals need only GPU
+// scope; bit 1: packet stores at GPU scope too.
+// trace: null, or 2 u64 per record: globaltimer (ns) when the instruction started and
+// ended (a run of Notifies, Waits or PutPackets executed together shares its times).
 // A CTA first copies its records, its refs and the pointer table into shared memory (as
 // much as fits), so that no instruction waits on a chain of global loads to start.
 enum { OPC_NOP = 0, OPC_COPY = 1, OPC_REDUCE = 2, OPC_NOTIFY = 3, OPC_WAIT = 4,
@@ -22,9 +26,10 @@ enum { ATOM_SM = 0, ATOM_TMA = 1, ATOM_CE = 2, ATOM_SWITCH = 3 };
 #define MAX_REFS 256
 #define REC 8
 #define PROG 8
-#define CACHE_RECS 64
+#define CACHE_RECS 320
 #define CACHE_REFS 160
 #define CACHE_PTRS 128
+#define SIGNAL_RUN 32   // Notifies (or Waits) in a row handled together, one per lane of warp 0
 
 // Epoch state, one per launch group (a process's ranks): [0] call index k, [1] base,
 // [2] CTAs finished in this call, [3] abort flag.
@@ -83,12 +88,13 @@ template <bool WITH_TMA, bool WITH_PKT>
 __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ refs,
                           const int* __restrict__ progs, int prog_first,
                           char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-                          u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+                          u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id,
+                          int flags, u64* __restrict__ trace) {
   __shared__ const char* s_src[MAX_REFS];
   __shared__ char* s_dst[MAX_REFS];
   __shared__ u32 s_tag[MAX_REFS];
   __shared__ u64 s_base;
-  __shared__ int s_parity, s_stop, s_align, s_pkt;
+  __shared__ int s_parity, s_stop, s_align, s_pkt, s_src_al, s_dst_al;
   __shared__ Watch w;
   __shared__ Env env;
   __shared__ i64 s_code[CACHE_RECS * REC];
@@ -130,16 +136,19 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 #define REF(k) ((u64)((k) - s_rfirst) < (u64)s_nref ? s_refs + 4 * ((k) - s_rfirst) : refs + 4 * (i64)(k))
   const u32 tag_base = (u32)s_base;
 
+  const bool gpu_scope = flags & 1;
   for (int pc = 0; pc < s_count && !s_stop; ++pc) {
     const i64* r = RECORD(pc);
     const int opc = (int)r[0];
     const i64 nbytes = r[1];
+    const int pc0 = pc;
+    const u64 t_in = trace && threadIdx.x == 0 ? globaltimer() : 0ull;
     if (threadIdx.x == 0) w.pc = pc;   // read only by a watchdog firing seconds later
     bool ok = true;
     if (opc == OPC_COPY || opc == OPC_REDUCE) {
       const int nsrc = (int)r[5], ndst = (int)r[7];
       const i64 sfirst = r[4], dfirst = r[6];
-      if (threadIdx.x == 0) { s_align = PURLIN_VEC; s_pkt = 0; }
+      if (threadIdx.x == 0) { s_align = PURLIN_VEC; s_pkt = 0; s_src_al = s_dst_al = 16; }
       __syncthreads();
       for (int k = threadIdx.x; k < nsrc + ndst; k += blockDim.x) {
         char* p;
@@ -159,8 +168,12 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
           s_dst[k - nsrc] = p;
         }
         if (!aligned(p, PURLIN_VEC)) atomicMin(&s_align, aligned(p, 16) ? 16 : 4);
+        if (!aligned(p, 16)) atomicMin(k < nsrc ? &s_src_al : &s_dst_al, 4);
       }
       __syncthreads();
+      // one side 16-byte aligned, the other only 4 (V-form offsets): 16-byte vectors,
+      // moved as 4-byte words on the unaligned side (1: loads, 2: stores)
+      const int split = s_src_al == 16 && s_dst_al < 16 ? 2 : s_dst_al == 16 && s_src_al < 16 ? 1 : 0;
       const bool pkt = WITH_PKT && s_pkt != 0;
       const int atom = (int)r[3];
       const int align = s_align;
@@ -169,7 +182,10 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
         cta_copy_tma(tma, s_src[0], s_dst, ndst, nbytes);
       } else
 #endif
-      if (align == PURLIN_VEC) {
+      if (opc == OPC_COPY && !pkt && split) {
+        ok = split == 2 ? cta_copy<16, false, 0, 0, 2>(s_src[0], 0, s_dst, ndst, nbytes, w)
+                        : cta_copy<16, false, 0, 0, 1>(s_src[0], 0, s_dst, ndst, nbytes, w);
+      } else if (align == PURLIN_VEC) {
         ok = copy_or_reduce<PURLIN_VEC, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
       } else if (align >= 16) {
         ok = copy_or_reduce<16, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
@@ -179,35 +195,43 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
       (void)atom;
       if (!ok) s_stop = 1;
       __syncthreads();
-    } else if (opc == OPC_NOTIFY) {
-      __syncthreads();   // every thread's stores of earlier instructions are done
-      if (threadIdx.x == 0) {
-        u64* flag = (u64*)env.ptrs[(int)r[2] * NBUF + BUF_SIGNALS] + r[3];
-        __threadfence_system();
-        st_release_sys(flag, s_base + (u64)r[4]);
-      }
-    } else if (opc == OPC_WAIT) {
-      if (threadIdx.x == 0) {
-        const u64* flag = (const u64*)env.ptrs[w.rank * NBUF + BUF_SIGNALS] + r[3];
-        const u64 want = s_base + (u64)r[4];
-        u64 seen = ld_acquire_sys(flag);
-        if (seen < want) {
-          u64 start = globaltimer();
-          for (u32 spins = 1;; ++spins) {
-            seen = ld_acquire_sys(flag);
-            if (seen >= want) break;
-            if ((spins & 255u) == 0u) {
-              if (ld_volatile_u64(&state[3])) { s_stop = 1; break; }
-              if (globaltimer() - start > timeout_ns) {
-                watchdog_fire(w, 1, r[3], want, seen);
-                s_stop = 1;
-                break;
+    } else if (opc == OPC_NOTIFY || opc == OPC_WAIT) {
+      // this signal instruction and the ones of the same kind right after it (up to
+      // SIGNAL_RUN): lane k of warp 0 handles the k-th, so a run costs one release (or
+      // one poll round trip), not one per instruction
+      const int m = (int)r[7];   // the run starting here (encode.py marks it)
+      if (opc == OPC_NOTIFY) __syncthreads();   // every thread's earlier stores are done
+      if ((int)threadIdx.x < m) {
+        const i64* rr = RECORD(pc + (int)threadIdx.x);
+        if (opc == OPC_NOTIFY) {
+          u64* flag = (u64*)env.ptrs[(int)rr[2] * NBUF + BUF_SIGNALS] + rr[3];
+          if (gpu_scope) st_release_gpu(flag, s_base + (u64)rr[4]);
+          else st_release_sys(flag, s_base + (u64)rr[4]);
+        } else {
+          const u64* flag = (const u64*)env.ptrs[w.rank * NBUF + BUF_SIGNALS] + rr[3];
+          const u64 want = s_base + (u64)rr[4];
+          u64 seen = gpu_scope ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
+          if (seen < want) {
+            u64 start = globaltimer();
+            for (u32 spins = 1;; ++spins) {
+              seen = gpu_scope ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
+              if (seen >= want) break;
+              if ((spins & 255u) == 0u) {
+                if (ld_volatile_u64(&state[3])) { s_stop = 1; break; }
+                if (globaltimer() - start > timeout_ns) {
+                  Watch mine = w;
+                  mine.pc = pc + (int)threadIdx.x;   // the Wait of the run that timed out
+                  watchdog_fire(mine, 1, rr[3], want, seen);
+                  s_stop = 1;
+                  break;
+                }
               }
             }
           }
         }
       }
-      __syncthreads();
+      pc += m - 1;
+      if (opc == OPC_WAIT) __syncthreads();
     } else if (WITH_PKT && opc == OPC_PUT_PACKETS) {
       // this PutPackets and up to 7 more right after it, loads of all issued together
       __shared__ i64 s_pn[8];
@@ -228,7 +252,8 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
         s_tag[threadIdx.x] = tag_base + (u32)rr[2];
       }
       __syncthreads();
-      cta_put_packets_run(s_src, s_dst, s_pn, s_tag, m);
+      if (flags & 2) cta_put_packets_run<true>(s_src, s_dst, s_pn, s_tag, m);
+      else cta_put_packets_run<false>(s_src, s_dst, s_pn, s_tag, m);
       pc += m - 1;
       __syncthreads();
     } else if (WITH_PKT && opc == OPC_WAIT_PACKETS) {
@@ -236,6 +261,13 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
       ok = cta_wait_packets(resolve(env, sref), sref[2], nbytes, tag_base + (u32)r[2], w);
       if (!ok) s_stop = 1;
       __syncthreads();
+    }
+    if (trace && threadIdx.x == 0) {
+      const u64 t_out = globaltimer();
+      for (int k = pc0; k <= pc; ++k) {
+        trace[2 * ((i64)s_first + k)] = t_in;
+        trace[2 * ((i64)s_first + k) + 1] = t_out;
+      }
     }
   }
   // the last CTA of the launch to finish moves the epoch on (nothing is ever cleared)
@@ -255,18 +287,18 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
          int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-         u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+         u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
   snac_body<false, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                          stride, err, timeout_ns, plan_id);
+                          stride, err, timeout_ns, plan_id, flags, trace);
 }
 
 // With the packet (latency-regime) paths: for schedules that use PutPackets/WaitPackets.
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run_pkt(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
              int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
   snac_body<false, true>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                         stride, err, timeout_ns, plan_id);
+                         stride, err, timeout_ns, plan_id, flags, trace);
 }
 
 #if PURLIN_TMA
@@ -274,9 +306,9 @@ snac_run_pkt(const i64* __restrict__ code, const i64* __restrict__ refs, const i
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
              int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id) {
+             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
   snac_body<true, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                         stride, err, timeout_ns, plan_id);
+                         stride, err, timeout_ns, plan_id, flags, trace);
 }
 #endif
 
@@ -312,7 +344,37 @@ atom_copy_l2(const char* src, char* dst, i64 nbytes, i64 chunk) {
     __syncthreads();
     if (threadIdx.x == 0) dd[0] = dst + off;
     __syncthreads();
-    cta_copy<PURLIN_VEC, false, true>(src + off, 0, dd, 1, n, w);
+    cta_copy<PURLIN_VEC, false, 1>(src + off, 0, dd, 1, n, w);
+  }
+}
+
+// Same as atom_copy, with twice the vectors in flight per thread.
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
+atom_copy_wide(const char* src, char* dst, i64 nbytes, i64 chunk) {
+  __shared__ Watch w;
+  __shared__ char* dd[1];
+  no_watch(w);
+  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
+    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
+    __syncthreads();
+    if (threadIdx.x == 0) dd[0] = dst + off;
+    __syncthreads();
+    cta_copy<PURLIN_VEC, false, 0, PURLIN_VEC == 32 ? 8 : 16>(src + off, 0, dd, 1, n, w);
+  }
+}
+
+// Same as atom_copy, with streaming (evict-first) loads and stores.
+extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
+atom_copy_cs(const char* src, char* dst, i64 nbytes, i64 chunk) {
+  __shared__ Watch w;
+  __shared__ char* dd[1];
+  no_watch(w);
+  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
+    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
+    __syncthreads();
+    if (threadIdx.x == 0) dd[0] = dst + off;
+    __syncthreads();
+    cta_copy<PURLIN_VEC, false, 2>(src + off, 0, dd, 1, n, w);
   }
 }
 
