@@ -8,6 +8,8 @@ measure exactly the costs the simulator charges per instruction:
 - ``reduce_ops``: one CTA runs k Reduce instructions of m fp32 sources;
 - ``ctas``: c CTAs each copy n bytes once (rate against CTA count, HBM saturation);
 - ``copy_dsts``: one CTA copies n bytes to d destinations (each extra store stream);
+- ``loaded``: 32 CTAs at once copy (to d destinations) or reduce m sources of 2 MiB each:
+  per-CTA rates under load (data in HBM, memory not saturated);
 - ``chain``: N CTAs, each waits for its predecessor's Notify, then notifies the next;
 - ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it;
 - ``notify_ops`` / ``wait_ops``: one CTA issuing k Notifies (then k already-satisfied Waits),
@@ -60,6 +62,18 @@ def copy_dsts(d: int, n: int) -> Schedule:
     return Schedule(spec(n, d * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
+def loaded(c: int, n: int, m: int = 1, d: int = 1) -> Schedule:
+    """c CTAs at once, each reducing m sources (m = 1: copying) of n bytes into d
+    destinations: per-CTA rates at the concurrency collectives run at, data in HBM."""
+    progs = []
+    for b in range(c):
+        srcs = tuple(Ref(0, "input", (b * m + j) * n) for j in range(m))
+        dsts = tuple(Ref(0, "output", (b * d + j) * n) for j in range(d))
+        ins = Copy(srcs[0], dsts, n) if m == 1 else Reduce(srcs, dsts, n, "fp32", "add")
+        progs.append(Program(0, b, "micro", (ins,)))
+    return Schedule(spec(c * m * n, c * d * n), tuple(progs), 0, 0, 1, 2)
+
+
 def chain(n_ctas: int) -> Schedule:
     progs = [Program(0, 0, "micro", (Notify(0, 0, 1),))]
     for b in range(1, n_ctas):
@@ -93,6 +107,8 @@ CASES = (
        for m in (2, 4, 8)]
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (1, 8, 32, 64, 128) for n in (256 * KiB, 4 * MiB)]
     + [("copy_dsts", dict(d=d, n=n), copy_dsts(d, n)) for d in (1, 2, 4, 8) for n in (256 * KiB, 1 * MiB)]
+    + [("loaded", dict(c=32, n=2 * MiB, m=m, d=d), loaded(32, 2 * MiB, m, d))
+       for m, d in ((1, 1), (1, 2), (1, 4), (2, 1), (4, 1), (8, 1))]
     + [("chain", dict(ctas=c), chain(c)) for c in (1, 2, 8, 32, 64, 128)]
     + [("packets", dict(k=k, n=n), packets(k, n)) for k in (1, 16) for n in (1 * KiB, 16 * KiB, 256 * KiB)]
     + [("notify_ops", dict(k=k), notify_ops(k)) for k in (1, 8, 32, 64, 128, 256)]

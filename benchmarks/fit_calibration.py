@@ -18,7 +18,13 @@ reduction) keep their priors. The fits:
 - ``<atom>.reduce_out_gbps`` / ``reduce_src_gbps``: one CTA reducing k sources of n
   output bytes, t = a + n/out + k n/src (least squares over k and n);
 - ``<atom>.store_gbps``: one CTA copying n bytes to d destinations,
-  t(d) - t(1) = (d - 1) n / store.
+  t(d) - t(1) = (d - 1) n / store;
+- where the ``loaded`` runs exist (32 CTAs at once, data in HBM), the per-CTA copy, store
+  and reduce rates come from them instead: collectives run many CTAs at once;
+- ``packet_gbps`` / ``packet_read_us``: push/unpack pairs, per step (t - L)/k - s = read + n/rate.
+
+The executor-derived parameters of the other GPUs' files (same executor, or rates in
+proportion to their copy rate) are rewritten from the new H200 values (:func:`derive`).
 """
 from __future__ import annotations
 
@@ -125,13 +131,71 @@ def fit_executor(raw: dict, signal_batch: int = 32) -> dict[str, tuple[float, st
         for kind in ("sm", "tma"):
             out[f"{kind}.reduce_out_gbps"] = (float(1e-3 / per_out), how + ": out")
             out[f"{kind}.reduce_src_gbps"] = (float(1e-3 / per_src), how + ": src")
-    pk = [(r["k"], r["n"], med(r["us_per_call"])) for r in rows if r["case"] == "packets" and r["k"] > 1]
-    if pk:   # push and unpack CTAs overlap: each step costs one op start plus n at the packet rate
-        xs = [k * n for k, n, _ in pk]
-        ys = [t - launch - k * start for k, n, t in pk]
-        per = float(np.dot(xs, ys) / np.dot(xs, xs))
-        out["packet_gbps"] = (1e-3 / per, f"push/unpack pairs of k PutPackets of n bytes: t - L - k s = k n / rate "
-                                          f"over {len(pk)} runs")
+    # Rates under load replace the single-CTA ones where measured: collectives run many
+    # CTAs at once, and a CTA's loads wait longer on a busy memory (32 CTAs, data in HBM,
+    # memory not saturated); launch and op start stay the single-CTA fits.
+    ld = {(r["m"], r["d"]): (r["n"], med(r["us_per_call"]) - launch - start)
+          for r in rows if r["case"] == "loaded"}
+    where = "32 CTAs at once, 2 MiB each from HBM (t - L - s)"
+    if (1, 1) in ld:
+        n, t = ld[(1, 1)]
+        out["sm.cta_local_gbps"] = (n / t / 1e3, f"{where}: copy, n / t")
+        pts = [((d - 1) * n1, t1 - t) for (m, d), (n1, t1) in ld.items() if m == 1 and d > 1]
+        if pts:
+            xs, ys = zip(*pts)
+            per = float(np.dot(xs, ys) / np.dot(xs, xs))
+            for kind in ("sm", "tma"):
+                out[f"{kind}.store_gbps"] = (1e-3 / per, f"{where}: copies to d destinations, "
+                                                         f"t(d) - t(1) = (d - 1) n / store over {len(pts)} runs")
+    red_ld = [(m, n, t) for (m, d), (n, t) in ld.items() if m > 1 and d == 1]
+    if len(red_ld) >= 2:
+        coef, *_ = np.linalg.lstsq(np.asarray([[n, m * n] for m, n, _ in red_ld], float),
+                                   np.asarray([t for *_, t in red_ld], float), rcond=None)
+        for kind in ("sm", "tma"):
+            out[f"{kind}.reduce_out_gbps"] = (float(1e-3 / coef[0]), f"{where}: reduce of m sources, "
+                                                                     f"t = n/out + m n/src over {len(red_ld)} runs: out")
+            out[f"{kind}.reduce_src_gbps"] = (float(1e-3 / coef[1]), f"{where}: reduce of m sources, "
+                                                                     f"t = n/out + m n/src over {len(red_ld)} runs: src")
+    pk = [(r["n"], (med(r["us_per_call"]) - launch) / r["k"] - start)
+          for r in rows if r["case"] == "packets" and r["k"] > 1]
+    if len(pk) >= 2:   # the unpacking CTA sets the pace: each step is s + read + n / rate
+        read, per = line(*zip(*pk))
+        how = (f"push/unpack pairs of k PutPackets of n bytes, per step (t - L) / k - s = read + n / rate "
+               f"over {len(pk)} runs")
+        out["packet_gbps"] = (1e-3 / per, f"{how}: rate")
+        out["packet_read_us"] = (max(0.0, read), f"{how}: read")
+    return out
+
+
+# Parameters of the other GPUs' files that rest on the H200 executor fit: the same
+# executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
+SAME_EXECUTOR = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
+                 "sm.op_start_us", "tma.op_start_us")
+RATIO_OF_COPY = ("packet_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
+                 "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
+DERIVED = ("a100", "h100", "b200", "gb200", "mi300x", "rubin")
+
+
+def derive(h200: dict, other: dict) -> dict:
+    """Rewrite the executor-derived parameters of another GPU's calibration from the H200
+    fit (``h200``, ``other``: parameter dicts); its own copy rates keep their stated
+    ratio to the H200's (``x A/B`` in their source)."""
+    import re
+    out = json.loads(json.dumps(other))
+    for key in ("sm.cta_local_gbps", "tma.cta_local_gbps"):
+        m = re.search(r"x (\d+)/(\d+)", out[key]["source"])
+        if m and out[key]["provenance"] == "assumption":
+            out[key]["value"] = round(h200[key]["value"] * int(m[1]) / int(m[2]), 2)
+    for key in SAME_EXECUTOR:
+        out[key] = {"value": h200[key]["value"], "provenance": "assumption",
+                    "source": f"assumption: the same SNAC executor as measured on the H200 (h200.json "
+                              f"{key} = {h200[key]['value']}); not measured on this GPU"}
+    for key in RATIO_OF_COPY:
+        base = "sm.cta_local_gbps" if key == "packet_gbps" else key.split(".")[0] + ".cta_local_gbps"
+        ratio = h200[key]["value"] / h200[base]["value"]
+        out[key] = {"value": round(out[base]["value"] * ratio, 2), "provenance": "assumption",
+                    "source": f"assumption: this GPU's per-CTA copy rate x the H200 executor's ratio "
+                              f"{ratio:.3f} (h200.json {key} / {base})"}
     return out
 
 
@@ -173,6 +237,11 @@ def main(argv=None) -> None:
                      f"samples in benchmarks/results/{args.raw.name}); NVLink and in-switch "
                      "parameters stay priors (one GPU cannot measure them).")
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    for gpu in DERIVED:
+        path = args.out.parent / f"{gpu}.json"
+        other = json.loads(path.read_text())
+        other["parameters"] = derive(params, other["parameters"])
+        path.write_text(json.dumps(other, indent=2) + "\n")
     for key, (value, how) in sorted(fitted.items()):
         print(f"{key:>22} = {value:10.4f}   {how}")
     print(f"wrote {args.out}")

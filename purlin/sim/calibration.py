@@ -98,8 +98,12 @@ class Calibration:
     notify_issue_us : float
         Time the notifying CTA spends on a release-store (fence), before it goes on.
     packet_gbps : float
-        Payload GB/s one CTA attains building and pushing packets (PutPackets), in place
-        of the Atom's copy rate.
+        Payload GB/s one CTA attains building and pushing packets (PutPackets), or
+        reading and checking them (a Copy or Reduce from a packet window), in place of
+        the Atom's copy rate.
+    packet_read_us : float
+        Extra start-up of a Copy or Reduce that reads packets: the first packets' load
+        round trip and tag check come before any store.
     wait_check_us : float
         Time a Wait costs when its flag is already there (the acquire load); a Wait
         that blocks pays the signal's latency instead. A WaitPackets costs nothing of
@@ -132,6 +136,7 @@ class Calibration:
     packet_batch: float
     signal_batch: float
     packet_gbps: float
+    packet_read_us: float
     hbm_efficiency: float
     link_efficiency: float
     sm: AtomCost
@@ -160,7 +165,7 @@ class Calibration:
 
 
 _TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps",
+        "packet_gbps", "packet_read_us",
         "hbm_efficiency", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)

@@ -19,6 +19,9 @@ time). How an instruction maps on them, for an issuing CTA on rank ``c``:
   once to each destination.
 - PutPackets: as an ``sm`` push, but the wire and the packet window carry 16 bytes per
   8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
+  The CTA builds packets at ``packet_gbps``; a Copy or Reduce reading packets reads
+  them at ``packet_gbps`` too (weight 2 on the window's memory) and starts
+  ``packet_read_us`` later.
 
 Each link weight is divided by the Atom's ``wire_efficiency`` (protocol overhead, e.g.
 of in-switch reduction); HBM weights are not.
@@ -157,11 +160,11 @@ class Fabric:
     def flow(self, ins: Copy | Reduce | PutPackets, rank: int, where: str) -> FlowSpec:
         """The :class:`FlowSpec` of a data instruction issued on ``rank`` (cached)."""
         if isinstance(ins, PutPackets):
-            key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,))
+            key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,), (False,))
         else:
             srcs = (ins.src,) if isinstance(ins, Copy) else ins.srcs
             key = (type(ins).__name__[0], ins.atom, rank, tuple(s.rank for s in srcs),
-                   tuple(d.rank for d in ins.dsts))
+                   tuple(d.rank for d in ins.dsts), tuple(s.buffer == "packets" for s in srcs))
         spec = self._flows.get(key)
         if spec is None:
             spec = self._build(key, where)
@@ -169,7 +172,7 @@ class Fabric:
         return spec
 
     def _build(self, key: tuple, where: str) -> FlowSpec:
-        kind, atom, c, srcs, dsts = key
+        kind, atom, c, srcs, dsts, pkt_src = key
         if atom not in ("sm", "tma", "ce", "switch"):
             raise ScheduleError(f"{where}: unknown Atom {atom!r}; known: sm, tma, ce, switch")
         if not dsts:
@@ -210,21 +213,28 @@ class Fabric:
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
             stream_rates = [cost.cta_remote_gbps]
         else:
-            for s in srcs:
-                load[self._hbm[s]] += 1.0
+            for s, pk in zip(srcs, pkt_src):
+                load[self._hbm[s]] += PACKET_WIRE_FACTOR if pk else 1.0
                 for r in self.route(s, c):
                     load[r] += 1.0
             pre = cost.op_start_us + max((self.latency_us(c, s) + self.latency_us(s, c)
                                           for s in srcs if not self.same_gpu(s, c)),
                                          default=0.0)
+            if any(pkt_src):
+                pre += self.cal.packet_read_us
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
+
+            def read_rate(s: int, pk: bool, local: float) -> float:
+                if pk:
+                    return self.cal.packet_gbps
+                if not self.same_gpu(s, c) or any_remote_store:
+                    return cost.cta_remote_gbps
+                return local
             if kind == "R":   # a fixed cost per output byte, plus one per source read
-                stream_rates = [cost.reduce_out_gbps] + [
-                    cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
-                    else cost.reduce_src_gbps for s in srcs]
+                stream_rates = [cost.reduce_out_gbps] + [read_rate(s, pk, cost.reduce_src_gbps)
+                                                         for s, pk in zip(srcs, pkt_src)]
             else:
-                stream_rates = [cost.cta_remote_gbps if (not self.same_gpu(s, c) or any_remote_store)
-                                else cost.cta_local_gbps for s in srcs]
+                stream_rates = [read_rate(s, pk, cost.cta_local_gbps) for s, pk in zip(srcs, pkt_src)]
         # stores: the write side of every destination
         for d, far in zip(dsts, remote_dst):
             if atom == "switch":

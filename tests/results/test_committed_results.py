@@ -1,7 +1,8 @@
 """The committed GPU results stay consistent with the code that claims them.
 
 - the calibration in topologies/calibration/h200.json is what benchmarks/fit_calibration.py
-  fits from the committed raw microbenchmarks;
+  fits from the committed raw microbenchmarks, and the other GPUs' executor-derived
+  parameters follow from it;
 - the simulator, with that calibration, reproduces every committed prediction of
   benchmarks/results/h200-validation.json (same schedule digest, same time);
 - the summaries are what their points say.
@@ -43,6 +44,19 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
     for key, (value, _) in fitted.items():
         assert cal[key]["provenance"] == "measured", key
         assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key
+
+
+@pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "gb200", "mi300x", "rubin"])
+def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
+    import fit_calibration as fc
+    cal_dir = ROOT / "topologies" / "calibration"
+    h200 = json.loads((cal_dir / "h200.json").read_text())["parameters"]
+    other = json.loads((cal_dir / f"{gpu}.json").read_text())["parameters"]
+    assert fc.derive(h200, other) == other
+    assert other["launch_us"]["value"] == h200["launch_us"]["value"]       # the same executor
+    assert other["packet_gbps"]["value"] == pytest.approx(
+        other["sm.cta_local_gbps"]["value"] * h200["packet_gbps"]["value"] / h200["sm.cta_local_gbps"]["value"],
+        abs=0.01)
 
 
 def test_simulator_reproduces_the_committed_predictions():
