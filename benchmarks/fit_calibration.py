@@ -21,7 +21,8 @@ reduction) keep their priors. The fits:
   t(d) - t(1) = (d - 1) n / store;
 - where the ``loaded`` runs exist (32 CTAs at once, data in HBM), the per-CTA copy, store
   and reduce rates come from them instead: collectives run many CTAs at once;
-- ``packet_gbps`` / ``packet_read_us``: push/unpack pairs, per step (t - L)/k - s = read + n/rate.
+- ``packet_gbps``: the largest push/unpack pairs (push-bound); ``packet_read_gbps`` /
+  ``packet_read_us``: the smaller ones (unpack-bound), step - s = read + n / rate.
 
 The executor-derived parameters of the other GPUs' files (same executor, or rates in
 proportion to their copy rate) are rewritten from the new H200 values (:func:`derive`).
@@ -86,7 +87,7 @@ def fit(raw: dict, hbm_nominal_gbps: float) -> dict[str, tuple[float, str]]:
     return out
 
 
-def fit_executor(raw: dict, signal_batch: int = 32) -> dict[str, tuple[float, str]]:
+def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[str, tuple[float, str]]:
     """Per-instruction costs of the SNAC interpreter, from ``calibrate_executor.py``:
     t = launch + k (start + n / rate) over one CTA's k Copy instructions of n bytes; the
     Wait/Notify hop from a CTA chain; packets from a push/pull pair. k Notifies (Waits) in
@@ -101,6 +102,11 @@ def fit_executor(raw: dict, signal_batch: int = 32) -> dict[str, tuple[float, st
     out["launch_us"] = (float(launch), f"{how}: L")
     out["sm.op_start_us"] = (float(start), f"{how}: s")
     out["sm.cta_local_gbps"] = (float(1e-3 / inv_rate), f"{how}: r (payload)")
+    few = [(r["c"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "ctas" and r["n"] <= 4096]
+    if len(few) >= 2:   # c CTAs with a tiny copy each: the last one's later start
+        _, per_cta = line(*zip(*few))
+        out["launch_per_cta_us"] = (max(0.0, per_cta), f"slope of time vs CTAs for c CTAs copying 4 KiB each "
+                                                        f"({len(few)} runs)")
     chain = [(r["ctas"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "chain"]
     _, hop = line(*zip(*chain))
     out["signal_hop_us"] = (hop, "slope of an executor CTA chain (Wait, then Notify the next) vs hops")
@@ -156,22 +162,27 @@ def fit_executor(raw: dict, signal_batch: int = 32) -> dict[str, tuple[float, st
                                                                      f"t = n/out + m n/src over {len(red_ld)} runs: out")
             out[f"{kind}.reduce_src_gbps"] = (float(1e-3 / coef[1]), f"{where}: reduce of m sources, "
                                                                      f"t = n/out + m n/src over {len(red_ld)} runs: src")
-    pk = [(r["n"], (med(r["us_per_call"]) - launch) / r["k"] - start)
-          for r in rows if r["case"] == "packets" and r["k"] > 1]
-    if len(pk) >= 2:   # the unpacking CTA sets the pace: each step is s + read + n / rate
-        read, per = line(*zip(*pk))
-        how = (f"push/unpack pairs of k PutPackets of n bytes, per step (t - L) / k - s = read + n / rate "
-               f"over {len(pk)} runs")
-        out["packet_gbps"] = (1e-3 / per, f"{how}: rate")
+    pk = sorted((r["n"], (med(r["us_per_call"]) - launch) / r["k"])
+                for r in rows if r["case"] == "packets" and r["k"] > 1)
+    if len(pk) >= 3:
+        # k steps of push (batched: one start per batch) and unpack (a fused read per step).
+        # The largest steps are push-bound: step = n / push rate; the smaller ones are
+        # unpack-bound: step = s + read + n / read rate.
+        n, step = pk[-1]
+        out["packet_gbps"] = (n / (step - start / batch_p) / 1e3,
+                              f"push/unpack pairs, the largest ({n} B) push-bound: n / (step - s / batch)")
+        read, per = line(*zip(*((n, t - start) for n, t in pk[:-1])))
+        how = f"push/unpack pairs, the {len(pk) - 1} smaller unpack-bound: step - s = read + n / rate"
+        out["packet_read_gbps"] = (1e-3 / per, f"{how}: rate")
         out["packet_read_us"] = (max(0.0, read), f"{how}: read")
     return out
 
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
-SAME_EXECUTOR = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
+SAME_EXECUTOR = ("launch_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
                  "sm.op_start_us", "tma.op_start_us")
-RATIO_OF_COPY = ("packet_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
+RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
 DERIVED = ("a100", "h100", "b200", "gb200", "mi300x", "rubin")
 
@@ -191,7 +202,7 @@ def derive(h200: dict, other: dict) -> dict:
                     "source": f"assumption: the same SNAC executor as measured on the H200 (h200.json "
                               f"{key} = {h200[key]['value']}); not measured on this GPU"}
     for key in RATIO_OF_COPY:
-        base = "sm.cta_local_gbps" if key == "packet_gbps" else key.split(".")[0] + ".cta_local_gbps"
+        base = "sm.cta_local_gbps" if key.startswith("packet") else key.split(".")[0] + ".cta_local_gbps"
         ratio = h200[key]["value"] / h200[base]["value"]
         out[key] = {"value": round(out[base]["value"] * ratio, 2), "provenance": "assumption",
                     "source": f"assumption: this GPU's per-CTA copy rate x the H200 executor's ratio "
@@ -220,9 +231,10 @@ def main(argv=None) -> None:
     fitted = fit(raw, hbm)
     if args.executor_raw.exists():
         ex = json.loads(args.executor_raw.read_text())
-        batch = int(json.loads(args.out.read_text())["parameters"]["signal_batch"]["value"])
+        prior = json.loads(args.out.read_text())["parameters"]
         fitted.update({k: (v, f"{how}; {args.executor_raw.name}")
-                       for k, (v, how) in fit_executor(ex, batch).items()})
+                       for k, (v, how) in fit_executor(ex, int(prior["signal_batch"]["value"]),
+                                                       int(prior["packet_batch"]["value"])).items()})
     doc = json.loads(args.out.read_text())
     params = doc["parameters"]
     where = (f"fit by benchmarks/fit_calibration.py from {args.raw.name} "

@@ -90,17 +90,22 @@ class Calibration:
     gpu_kind, source : str
         Which GPU, and what the file rests on overall.
     launch_us : float
-        From the start of a call to the first instruction of every CTA (a kernel node
-        launched inside a CUDA graph).
+        From the start of a call to the first instruction of the first CTA (a kernel
+        node launched inside a CUDA graph).
+    launch_per_cta_us : float
+        How much later each further CTA of the launch starts (the grid is dealt out one
+        CTA after another).
     signal_latency_us : float
         One-way flag latency between two CTAs of one GPU: release-store to the
         waiter seeing it. A flag to a peer adds the topology's path latency.
     notify_issue_us : float
         Time the notifying CTA spends on a release-store (fence), before it goes on.
     packet_gbps : float
-        Payload GB/s one CTA attains building and pushing packets (PutPackets), or
-        reading and checking them (a Copy or Reduce from a packet window), in place of
-        the Atom's copy rate.
+        Payload GB/s one CTA attains building and pushing packets (PutPackets), in place
+        of the Atom's copy rate.
+    packet_read_gbps : float
+        Payload GB/s one CTA attains reading and checking packets (a Copy or Reduce
+        from a packet window).
     packet_read_us : float
         Extra start-up of a Copy or Reduce that reads packets: the first packets' load
         round trip and tag check come before any store.
@@ -130,12 +135,14 @@ class Calibration:
     gpu_kind: str
     source: str
     launch_us: float
+    launch_per_cta_us: float
     signal_latency_us: float
     notify_issue_us: float
     wait_check_us: float
     packet_batch: float
     signal_batch: float
     packet_gbps: float
+    packet_read_gbps: float
     packet_read_us: float
     hbm_efficiency: float
     link_efficiency: float
@@ -164,8 +171,8 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_us",
+_TOP = ("launch_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
+        "packet_gbps", "packet_read_gbps", "packet_read_us",
         "hbm_efficiency", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)

@@ -14,7 +14,9 @@ fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path late
 later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Up to
 ``signal_batch`` Notifies (Waits) in a row are one batch, as the executor runs them: one
 fence (one poll) for all. Packets land with their
-flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value.
+flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value;
+one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes on the first
+packets, and that read ends no earlier than its last packet lands.
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.result import SimResult
-from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets
+from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read
 from purlin.topology import Topology, load_topology, minimal
 
 try:
@@ -122,6 +124,7 @@ class _Run:
         self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
         self.waiters: dict[tuple[int, int], list] = defaultdict(list)
         self.packets: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
+        self.begun: dict[tuple[int, int], list[list[int]]] = defaultdict(list)   # first bytes visible
         self.packet_waiters: dict[int, list] = defaultdict(list)
         self.meta: dict[int, tuple] = {}
         self.records: list[tuple] = []
@@ -152,6 +155,8 @@ class _Run:
         self.model.advance(self.env.now)
         slot = self.model.add(spec.resources, spec.weights, spec.cap_Bpus, nbytes)
         self.meta[slot] = (spec, ev, pkt)
+        if pkt is not None:   # a fused reader may start on the first packets
+            self._at(spec.post_us, self._land_packets, *pkt, self.begun)
         self.flows += 1
         self._dirty()
 
@@ -202,29 +207,42 @@ class _Run:
                     keep.append((want, ev))
             self.waiters[(rank, signal)] = keep
 
-    def _land_packets(self, rank: int, offset: int, nbytes: int, value: int) -> None:
-        _merge(self.packets[(rank, value)], offset, offset + nbytes)
+    def _land_packets(self, rank: int, offset: int, nbytes: int, value: int,
+                      into: dict | None = None) -> None:
+        """Packets of a window land (``into`` = self.begun: their first bytes are visible)."""
+        for book in ((self.begun,) if into is self.begun else (self.packets, self.begun)):
+            _merge(book[(rank, value)], offset, offset + nbytes)
         waiting = self.packet_waiters.get(rank)
         if waiting:
             keep = []
-            for lo, hi, want, ev in waiting:
-                if want == value and _covers(self.packets[(rank, value)], lo, hi):
+            for lo, hi, want, ev, book in waiting:
+                if want == value and _covers(book[(rank, value)], lo, hi):
                     self._done(ev)
                 else:
-                    keep.append((lo, hi, want, ev))
+                    keep.append((lo, hi, want, ev, book))
             self.packet_waiters[rank] = keep
 
+    def _packets(self, rank: int, lo: int, hi: int, value: int, book: dict):
+        """An event for when [lo, hi) of rank's window ``value`` is in ``book`` (None: now)."""
+        if _covers(book[(rank, value)], lo, hi):
+            return None
+        ev = Event(self.env)
+        self.packet_waiters[rank].append((lo, hi, value, ev, book))
+        return ev
+
     # ---- the CTA process ------------------------------------------------------------------
-    def _cta(self, prog: Program):
+    def _cta(self, prog: Program, start_us: float):
         env, fabric, cal = self.env, self.fabric, self.cal
         rank, cta = prog.rank, prog.cta
         key = (rank, cta)
         rec = self.records.append if self.record else None
         self.pc[key] = 0
-        yield env.timeout(cal.launch_us)
+        yield env.timeout(start_us)
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
         sig_run, prev = 0, None   # consecutive Notifies (or Waits): a batch pays one fence (poll)
         sig_batch = max(1, int(cal.signal_batch))
+        fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
+        fused_since = 0.0
         for i, ins in enumerate(prog.instrs):
             self.pc[key] = i
             t0 = env.now
@@ -242,8 +260,15 @@ class _Run:
                 pre = spec.pre_us
                 if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
                     pre = max(0.0, pre - cal.sm.op_start_us)
+                if fused:   # the read's own start-up ran while it waited for the first packets
+                    pre = max(0.0, pre - min(cal.atom(ins.atom).op_start_us, env.now - fused_since))
                 self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)
                 yield ev
+                for w in fused:   # a read checking tags cannot end before its last packet lands
+                    ev = self._packets(*w, self.packets)
+                    if ev is not None:
+                        yield ev
+                fused = []
                 nbytes = ins.nbytes
             elif kind is Notify:
                 if cal.notify_issue_us and batch_head:
@@ -258,11 +283,19 @@ class _Run:
                 elif cal.wait_check_us and batch_head:
                     yield env.timeout(cal.wait_check_us)
             elif kind is WaitPackets:
-                lo = ins.src.offset
-                if not _covers(self.packets[(ins.src.rank, ins.value)], lo, lo + ins.nbytes):
-                    ev = Event(env)
-                    self.packet_waiters[ins.src.rank].append((lo, lo + ins.nbytes, ins.value, ev))
-                    yield ev   # (no check cost otherwise: the read that follows checks the tags)
+                # (no check cost: the read that follows checks the tags). Fused into that
+                # read (ir.fused_read), it waits only for the first packets, and the read
+                # streams behind the rest.
+                w = (ins.src.rank, ins.src.offset, ins.src.offset + ins.nbytes, ins.value)
+                if fused_read(prog.instrs, i):
+                    if not fused:
+                        fused_since = env.now
+                    fused.append(w)
+                    ev = self._packets(*w, self.begun)
+                else:
+                    ev = self._packets(*w, self.packets)
+                if ev is not None:
+                    yield ev
                 nbytes = ins.nbytes
             else:
                 raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "
@@ -274,8 +307,11 @@ class _Run:
             self.end_us = env.now
 
     def go(self) -> None:
-        for prog in self.schedule.programs:
-            self.env.process(self._cta(prog))
+        # CTAs of a launch start one after another (in (rank, cta) order, as the
+        # executor's grid lists them), launch_per_cta_us apart
+        order = sorted(self.schedule.programs, key=lambda p: (p.rank, p.cta))
+        for k, prog in enumerate(order):
+            self.env.process(self._cta(prog, self.cal.launch_us + k * self.cal.launch_per_cta_us))
         self.env.run()
         stuck = sorted(k for k, v in self.pc.items() if v >= 0)
         if stuck:

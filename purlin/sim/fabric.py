@@ -20,7 +20,7 @@ time). How an instruction maps on them, for an issuing CTA on rank ``c``:
 - PutPackets: as an ``sm`` push, but the wire and the packet window carry 16 bytes per
   8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
   The CTA builds packets at ``packet_gbps``; a Copy or Reduce reading packets reads
-  them at ``packet_gbps`` too (weight 2 on the window's memory) and starts
+  them at ``packet_read_gbps`` (weight 2 on the window's memory) and starts
   ``packet_read_us`` later.
 
 Each link weight is divided by the Atom's ``wire_efficiency`` (protocol overhead, e.g.
@@ -226,7 +226,7 @@ class Fabric:
 
             def read_rate(s: int, pk: bool, local: float) -> float:
                 if pk:
-                    return self.cal.packet_gbps
+                    return self.cal.packet_read_gbps
                 if not self.same_gpu(s, c) or any_remote_store:
                     return cost.cta_remote_gbps
                 return local

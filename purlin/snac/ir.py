@@ -168,3 +168,29 @@ class Schedule:
         for prog in self.programs:
             for i, ins in enumerate(prog.instrs):
                 yield prog, i, ins
+
+
+def fused_read(instrs: tuple[Instruction, ...] | list, i: int) -> bool:
+    """Whether WaitPackets ``i`` of a program is fused into the read after it: the first
+    non-WaitPackets instruction that follows reads (as packet sources) every byte it
+    waits for, so that read can check the tags itself and start before the bytes are all
+    there. Executors agree on this rule (the GPU one turns such a wait into a NOP)."""
+    wait = instrs[i]
+    j = i + 1
+    while j < len(instrs) and isinstance(instrs[j], WaitPackets):
+        j += 1
+    if j == len(instrs) or not isinstance(instrs[j], (Copy, Reduce)):
+        return False
+    nxt = instrs[j]
+    srcs = (nxt.src,) if isinstance(nxt, Copy) else nxt.srcs
+    lo, hi = wait.src.offset, wait.src.offset + wait.nbytes
+    spans = sorted((r.offset, r.offset + nxt.nbytes) for r in srcs
+                   if r.buffer == "packets" and r.rank == wait.src.rank)
+    pos = lo
+    for a, b in spans:
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= hi:
+            return True
+    return pos >= hi

@@ -38,7 +38,7 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
     ex = load("h200-executor-calibration-raw.json")
     fitted = fc.fit(raw, load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps)
     cal = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())["parameters"]
-    fitted.update(fc.fit_executor(ex, int(cal["signal_batch"]["value"])))
+    fitted.update(fc.fit_executor(ex, int(cal["signal_batch"]["value"]), int(cal["packet_batch"]["value"])))
     hop = fitted.pop("signal_hop_us")[0]
     fitted["signal_latency_us"] = (max(0.05, hop - fitted["notify_issue_us"][0]), "")
     for key, (value, _) in fitted.items():
@@ -90,3 +90,23 @@ def test_gpu_summaries_match_their_targets_fields():
     assert set(by) == set(library.PURLIN_SEVEN)
     assert loop["loopback_large_vs_roofline"] == pytest.approx(min(v["vs_roofline"] for v in by.values()))
     assert 0 < loop["loopback_ar8_8KiB_us"] < 50
+
+
+def test_simulator_reproduces_the_executor_microbenchmarks():
+    """The calibrated simulator against the microbenchmarks it was fit from, and against
+    the ones it was not (single push/unpack pairs test the streaming packet model)."""
+    import calibrate_executor as ce
+    raw = load("h200-executor-calibration-raw.json")["raw"]
+    measured = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "us_per_call")))):
+                statistics.median(r["us_per_call"]) for r in raw}
+    topo = load_topology("h200-loopback", world=1)
+    errs = {}
+    for name, params, s in ce.CASES:
+        key = (name, tuple(sorted(params.items())))
+        if key in measured:
+            t = simulate(s, topo, "h200", record=False).time_us
+            errs[key] = (t - measured[key]) / measured[key]
+    assert len(errs) >= 70
+    assert statistics.median(abs(e) for e in errs.values()) < 0.05
+    held_out = [e for (name, params), e in errs.items() if name == "packets" and dict(params)["k"] == 1]
+    assert len(held_out) == 3 and max(abs(e) for e in held_out) < 0.10

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from purlin.errors import ScheduleError
-from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets
+from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read
 
 REC = 8
 PROG = 8
@@ -202,7 +202,7 @@ def encode(s: Schedule) -> Encoded:
                                         f"size and offset must be multiples of 8")
                 _check_value(s, ins.value, where)
                 waits.append(ins)
-                if _fusable(instrs, i):
+                if fused_read(instrs, i):
                     fused += 1
                     code.append([OPC["NOP"], 0, 0, 0, 0, 0, 0, 0])
                 else:
@@ -233,30 +233,6 @@ def _mark_runs(code: list[list[int]], first: int) -> None:
             code[k][7] = min(run, SIGNAL_RUN)
         else:
             run = 0
-
-
-def _fusable(instrs, i: int) -> bool:
-    """WaitPackets ``i`` can become a NOP when the first non-WaitPackets instruction after
-    it reads (as packet sources) every byte it waits for: that read checks the tags."""
-    wait = instrs[i]
-    j = i + 1
-    while j < len(instrs) and isinstance(instrs[j], WaitPackets):
-        j += 1
-    if j == len(instrs) or not isinstance(instrs[j], (Copy, Reduce)):
-        return False
-    nxt = instrs[j]
-    srcs = (nxt.src,) if isinstance(nxt, Copy) else nxt.srcs
-    lo, hi = wait.src.offset, wait.src.offset + wait.nbytes
-    spans = sorted((r.offset, r.offset + nxt.nbytes) for r in srcs
-                   if r.buffer == "packets" and r.rank == wait.src.rank)
-    pos = lo
-    for a, b in spans:
-        if a > pos:
-            break
-        pos = max(pos, b)
-        if pos >= hi:
-            return True
-    return pos >= hi
 
 
 def _check_signal(s: Schedule, signal: int, value: int, where: str) -> None:
