@@ -102,11 +102,13 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[st
     out["launch_us"] = (float(launch), f"{how}: L")
     out["sm.op_start_us"] = (float(start), f"{how}: s")
     out["sm.cta_local_gbps"] = (float(1e-3 / inv_rate), f"{how}: r (payload)")
-    few = [(r["c"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "ctas" and r["n"] <= 4096]
-    if len(few) >= 2:   # c CTAs with a tiny copy each: the last one's later start
-        _, per_cta = line(*zip(*few))
-        out["launch_per_cta_us"] = (max(0.0, per_cta), f"slope of time vs CTAs for c CTAs copying 4 KiB each "
-                                                        f"({len(few)} runs)")
+    few = [(r["c"] - 1, med(r["us_per_call"]) - (launch + start + r["n"] * inv_rate))
+           for r in rows if r["case"] == "ctas" and r["n"] <= 4096 and r["c"] > 1]
+    if len(few) >= 2:   # c CTAs with a tiny copy each, over one CTA's time: grid + (c - 1) per CTA
+        grid, per_cta = line(*zip(*few))
+        how = f"c CTAs copying 4 KiB each, time less one CTA's (the copy_ops fit) = grid + (c - 1) per CTA ({len(few)} runs)"
+        out["launch_grid_us"] = (max(0.0, grid), f"{how}: grid")
+        out["launch_per_cta_us"] = (max(0.0, per_cta), f"{how}: per CTA")
     chain = [(r["ctas"] - 1, med(r["us_per_call"])) for r in rows if r["case"] == "chain"]
     _, hop = line(*zip(*chain))
     out["signal_hop_us"] = (hop, "slope of an executor CTA chain (Wait, then Notify the next) vs hops")
@@ -162,7 +164,8 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[st
                                                                      f"t = n/out + m n/src over {len(red_ld)} runs: out")
             out[f"{kind}.reduce_src_gbps"] = (float(1e-3 / coef[1]), f"{where}: reduce of m sources, "
                                                                      f"t = n/out + m n/src over {len(red_ld)} runs: src")
-    pk = sorted((r["n"], (med(r["us_per_call"]) - launch) / r["k"])
+    two = launch + out.get("launch_grid_us", (0.0,))[0] + out.get("launch_per_cta_us", (0.0,))[0]
+    pk = sorted((r["n"], (med(r["us_per_call"]) - two) / r["k"])   # a push CTA and an unpack CTA
                 for r in rows if r["case"] == "packets" and r["k"] > 1)
     if len(pk) >= 3:
         # k steps of push (batched: one start per batch) and unpack (a fused read per step).
@@ -180,7 +183,7 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[st
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
-SAME_EXECUTOR = ("launch_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
+SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
@@ -210,6 +213,24 @@ def derive(h200: dict, other: dict) -> dict:
     return out
 
 
+def fit_l2(raw: dict, fitted: dict, hbm_gbps: float, l2_mib: float) -> tuple[float, str] | None:
+    """``l2_speedup``: the fastest memory traffic (bytes read + written per us of copying,
+    launch and start taken off) of the ``ctas`` runs whose buffers fit in the L2, over the
+    HBM capacity. A lower bound: those runs may be limited by the CTAs, not the cache."""
+    v = {k: val for k, (val, _) in fitted.items()}
+    pts = []
+    for r in raw["raw"]:
+        if r["case"] == "ctas" and r["n"] > 4096 and 2 * r["c"] * r["n"] <= l2_mib * (1 << 20):
+            t = (statistics.median(r["us_per_call"]) - v["launch_us"] - v["launch_grid_us"] * (r["c"] > 1)
+                 - v["launch_per_cta_us"] * (r["c"] - 1) - v["sm.op_start_us"])
+            pts.append(2 * r["c"] * r["n"] / t / 1e3)
+    if not pts:
+        return None
+    return (max(1.0, max(pts) / (hbm_gbps * v["hbm_efficiency"])),
+            f"fastest traffic of {len(pts)} runs of c CTAs copying n bytes whose buffers fit in the L2 "
+            f"({max(pts):.0f} GB/s) over the HBM capacity; a lower bound (they may be CTA-bound)")
+
+
 def rel_lstsq(rows, ts) -> list[float]:
     """Least squares on relative error: small runs count as much as large ones."""
     A, t = np.asarray(rows, float), np.asarray(ts, float)
@@ -237,6 +258,10 @@ def main(argv=None) -> None:
                                                        int(prior["packet_batch"]["value"])).items()})
     doc = json.loads(args.out.read_text())
     params = doc["parameters"]
+    if args.executor_raw.exists():
+        l2 = fit_l2(ex, fitted, hbm, params["l2_resident_mib"]["value"])
+        if l2:
+            fitted["l2_speedup"] = (l2[0], f"{l2[1]}; {args.executor_raw.name}")
     where = (f"fit by benchmarks/fit_calibration.py from {args.raw.name} "
              f"({raw['machine'].get('gpu', raw['machine'])}, {raw['date']})")
     hop, how = fitted.pop("signal_hop_us")

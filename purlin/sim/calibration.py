@@ -92,6 +92,8 @@ class Calibration:
     launch_us : float
         From the start of a call to the first instruction of the first CTA (a kernel
         node launched inside a CUDA graph).
+    launch_grid_us : float
+        What a launch of more than one CTA adds before its first instruction.
     launch_per_cta_us : float
         How much later each further CTA of the launch starts (the grid is dealt out one
         CTA after another).
@@ -109,6 +111,9 @@ class Calibration:
     packet_read_us : float
         Extra start-up of a Copy or Reduce that reads packets: the first packets' load
         round trip and tag check come before any store.
+    packet_read_batch : float
+        How many packet sources of a Reduce the executor loads and checks together: each
+        further batch pays ``packet_read_us`` again.
     wait_check_us : float
         Time a Wait costs when its flag is already there (the acquire load); a Wait
         that blocks pays the signal's latency instead. A WaitPackets costs nothing of
@@ -121,6 +126,11 @@ class Calibration:
         batch: one release fence (one poll round trip) for all of them.
     hbm_efficiency : float
         Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
+    l2_resident_mib : float
+        A call whose buffers on a GPU (inputs, outputs, staging, packet windows) fit in
+        this many MiB finds them in the L2 cache when calls repeat (as in a CUDA graph).
+    l2_speedup : float
+        The memory capacity of such a GPU, as a multiple of its HBM capacity.
     link_efficiency : float
         Fraction of a link's ``bandwidth_gbps`` (already "effective" in the topology
         files) that the simulated protocol attains; 1.0 keeps the topology's number.
@@ -135,6 +145,7 @@ class Calibration:
     gpu_kind: str
     source: str
     launch_us: float
+    launch_grid_us: float
     launch_per_cta_us: float
     signal_latency_us: float
     notify_issue_us: float
@@ -144,7 +155,10 @@ class Calibration:
     packet_gbps: float
     packet_read_gbps: float
     packet_read_us: float
+    packet_read_batch: float
     hbm_efficiency: float
+    l2_resident_mib: float
+    l2_speedup: float
     link_efficiency: float
     sm: AtomCost
     tma: AtomCost
@@ -171,13 +185,13 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_gbps", "packet_read_us",
-        "hbm_efficiency", "link_efficiency")
+_TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
+        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_read_batch",
+        "hbm_efficiency", "l2_resident_mib", "l2_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""
-_POSITIVE = ({"hbm_efficiency", "link_efficiency"}
+_POSITIVE = ({"hbm_efficiency", "link_efficiency", "l2_speedup"}
              | {k for k in PARAMETERS if k.endswith(("_gbps", "_efficiency"))})
 _AT_MOST_ONE = {k for k in PARAMETERS if k.endswith("_efficiency")}
 

@@ -112,6 +112,17 @@ def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calib
     return load_calibration(calibration or topo.gpu_kind)
 
 
+def _footprint(s: Schedule, topology: Topology) -> dict[str, int]:
+    """Bytes a call touches on each GPU across repeated calls: inputs, outputs, both
+    staging halves and both packet-window halves (16 bytes per 8 of payload)."""
+    out: dict[str, int] = defaultdict(int)
+    c = s.collective
+    for r in range(s.world):
+        out[topology.gpu_of(r).name] += (c.input.nbytes(r) + c.output.nbytes(r)
+                                         + 2 * s.staging_nbytes + 4 * s.packets_nbytes)
+    return out
+
+
 class _Run:
     """State of one simulated call."""
 
@@ -119,7 +130,7 @@ class _Run:
                  record: bool) -> None:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
         self.env = simpy.Environment()
-        self.fabric = Fabric(topology, cal)
+        self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
         self.model = FluidModel(self.fabric.capacities_Bpus)
         self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
         self.waiters: dict[tuple[int, int], list] = defaultdict(list)
@@ -260,8 +271,8 @@ class _Run:
                 pre = spec.pre_us
                 if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
                     pre = max(0.0, pre - cal.sm.op_start_us)
-                if fused:   # the read's own start-up ran while it waited for the first packets
-                    pre = max(0.0, pre - min(cal.atom(ins.atom).op_start_us, env.now - fused_since))
+                if fused:   # its start-up (and first packet loads) ran while it waited
+                    pre = max(0.0, pre - (env.now - fused_since))
                 self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)
                 yield ev
                 for w in fused:   # a read checking tags cannot end before its last packet lands
@@ -310,8 +321,9 @@ class _Run:
         # CTAs of a launch start one after another (in (rank, cta) order, as the
         # executor's grid lists them), launch_per_cta_us apart
         order = sorted(self.schedule.programs, key=lambda p: (p.rank, p.cta))
+        first = self.cal.launch_us + (self.cal.launch_grid_us if len(order) > 1 else 0.0)
         for k, prog in enumerate(order):
-            self.env.process(self._cta(prog, self.cal.launch_us + k * self.cal.launch_per_cta_us))
+            self.env.process(self._cta(prog, first + k * self.cal.launch_per_cta_us))
         self.env.run()
         stuck = sorted(k for k, v in self.pc.items() if v >= 0)
         if stuck:

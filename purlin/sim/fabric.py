@@ -5,7 +5,8 @@ functions) joined with a :class:`~purlin.sim.calibration.Calibration`. Every num
 it produces comes from one of those two; none is written here.
 
 Resources are the topology's directed links (``"gpu0->nvswitch"``), one HBM per GPU
-(``"gpu0.hbm"``, reads and writes share it), and nothing else: the issuing CTA's rate
+(``"gpu0.hbm"``, reads and writes share it; ``l2_speedup`` times faster when the call's
+buffers on that GPU fit in ``l2_resident_mib``), and nothing else: the issuing CTA's rate
 is a private cap on each flow, not a shared resource (a CTA runs one instruction at a
 time). How an instruction maps on them, for an issuing CTA on rank ``c``:
 
@@ -21,7 +22,7 @@ time). How an instruction maps on them, for an issuing CTA on rank ``c``:
   8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
   The CTA builds packets at ``packet_gbps``; a Copy or Reduce reading packets reads
   them at ``packet_read_gbps`` (weight 2 on the window's memory) and starts
-  ``packet_read_us`` later.
+  ``packet_read_us`` later per ``packet_read_batch`` packet sources.
 
 Each link weight is divided by the Atom's ``wire_efficiency`` (protocol overhead, e.g.
 of in-switch reduction); HBM weights are not.
@@ -91,16 +92,20 @@ class Fabric:
         Capacity per index in bytes per microsecond, efficiencies applied.
     """
 
-    def __init__(self, topology: Topology, calibration: Calibration) -> None:
+    def __init__(self, topology: Topology, calibration: Calibration,
+                 footprint: dict[str, int] | None = None) -> None:
         self.topology = topology
         self.cal = calibration
         names, caps = [], []
         for link in topology.links:
             names.append(link.id)
             caps.append(link.bandwidth_gbps * calibration.link_efficiency * GBPS_TO_BPUS)
-        for gpu in topology.gpus:
+        l2 = calibration.l2_resident_mib * (1 << 20)
+        for gpu in topology.gpus:   # a call whose buffers fit in L2 finds them there
+            cached = footprint is not None and 0 < footprint.get(gpu.name, 0) <= l2
             names.append(f"{gpu.name}.hbm")
-            caps.append(gpu.hbm_bandwidth_gbps * calibration.hbm_efficiency * GBPS_TO_BPUS)
+            caps.append(gpu.hbm_bandwidth_gbps * calibration.hbm_efficiency * GBPS_TO_BPUS
+                        * (calibration.l2_speedup if cached else 1.0))
         self.names = names
         self.index = {n: i for i, n in enumerate(names)}
         self.capacities_Bpus = np.asarray(caps, dtype=float)
@@ -220,8 +225,9 @@ class Fabric:
             pre = cost.op_start_us + max((self.latency_us(c, s) + self.latency_us(s, c)
                                           for s in srcs if not self.same_gpu(s, c)),
                                          default=0.0)
-            if any(pkt_src):
-                pre += self.cal.packet_read_us
+            if any(pkt_src):   # one load round trip and tag check per batch of packet sources
+                batches = -(-sum(pkt_src) // max(1, int(self.cal.packet_read_batch)))
+                pre += self.cal.packet_read_us * batches
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
 
             def read_rate(s: int, pk: bool, local: float) -> float:

@@ -39,6 +39,8 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
     fitted = fc.fit(raw, load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps)
     cal = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())["parameters"]
     fitted.update(fc.fit_executor(ex, int(cal["signal_batch"]["value"]), int(cal["packet_batch"]["value"])))
+    hbm = load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps
+    fitted["l2_speedup"] = fc.fit_l2(ex, fitted, hbm, cal["l2_resident_mib"]["value"])
     hop = fitted.pop("signal_hop_us")[0]
     fitted["signal_latency_us"] = (max(0.05, hop - fitted["notify_issue_us"][0]), "")
     for key, (value, _) in fitted.items():
