@@ -12,7 +12,7 @@ def main() -> int:
     t0 = time.time()
     from purlin.backends.gpu import atomset, kernels
     print("machine", json.dumps(kernels.machine()))
-    import ml_dtypes  # noqa: F401  (jax depends on it; the spec needs it)
+    import ml_dtypes  # noqa: F401,E501  (the spec needs it: fail early if missing)
     for cc in (80, 90, 100):
         s = atomset.ATOM_SETS[cc]
         t = time.time()

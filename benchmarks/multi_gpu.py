@@ -34,7 +34,6 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     args = ap.parse_args()
     import cupy as cp
-    import numpy as np
     import torch
     import torch.distributed as dist
 

@@ -73,8 +73,8 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
     summary = summarize(sched, topo)
     print(format_summary(summary))
     if verify_only:
-        print(f"# verified: every output byte written once with the right data, every Wait "
-              f"matched, no wait cycle, no early staging reuse, all offsets in bounds")
+        print("# verified: every output byte written once with the right data, every Wait "
+              "matched, no wait cycle, no early staging reuse, all offsets in bounds")
     if args.json:
         payload = {"summary": summary, "schedule": to_dict(sched)} if not verify_only else \
             {"summary": summary, "verified": True}

@@ -5,8 +5,6 @@ Same inputs give a byte-identical Schedule (so plans cache under a hash). The po
 """
 from __future__ import annotations
 
-from typing import Any
-
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac.ir import Ref, Schedule

@@ -6,7 +6,7 @@ numbers test the simulator rather than the planner's current defaults.
 """
 import pytest
 
-from purlin.errors import PlanError, ScheduleError
+from purlin.errors import PlanError
 from purlin.sim import simulate
 from purlin.snac import Policy, plan
 from purlin.spec import library

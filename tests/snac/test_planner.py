@@ -2,7 +2,6 @@
 import json
 import time
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from purlin.snac import Copy, Notify, Policy, PutPackets, Reduce, Wait, plan

@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 
 from purlin.errors import Deadlock, ScheduleError
-from purlin.snac import Copy, Notify, Policy, Program, Ref, Wait, plan
+from purlin.snac import Copy, Notify, Policy, Ref, Wait, plan
 from purlin.snac.verify import verify
 from purlin.spec import library
 

@@ -3,7 +3,7 @@ import pytest
 
 from purlin.errors import PlanError, SpecError
 from purlin.snac import Policy, plan
-from purlin.spec import Collective, Layout, library, packed
+from purlin.spec import Collective, Layout, library
 
 AG2 = Layout.of([[("0", 16), ("1", 16)]] * 2)
 

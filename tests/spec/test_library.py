@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from purlin.spec import Collective, Layout, evaluate, library, packed, scattered, transposed
+from purlin.spec import evaluate, library, packed, scattered, transposed
 
 
 def ints(c, seed=0):
