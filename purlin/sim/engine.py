@@ -318,12 +318,15 @@ class _Run:
             self.end_us = env.now
 
     def go(self) -> None:
-        # CTAs of a launch start one after another (in (rank, cta) order, as the
-        # executor's grid lists them), launch_per_cta_us apart
-        order = sorted(self.schedule.programs, key=lambda p: (p.rank, p.cta))
-        first = self.cal.launch_us + (self.cal.launch_grid_us if len(order) > 1 else 0.0)
-        for k, prog in enumerate(order):
-            self.env.process(self._cta(prog, first + k * self.cal.launch_per_cta_us))
+        # one launch per GPU; its CTAs start one after another (in (rank, cta) order, as
+        # the executor's grid lists them), launch_per_cta_us apart
+        launches: dict[str, list[Program]] = defaultdict(list)
+        for prog in sorted(self.schedule.programs, key=lambda p: (p.rank, p.cta)):
+            launches[self.topology.gpu_of(prog.rank).name].append(prog)
+        for grid in launches.values():
+            first = self.cal.launch_us + (self.cal.launch_grid_us if len(grid) > 1 else 0.0)
+            for k, prog in enumerate(grid):
+                self.env.process(self._cta(prog, first + k * self.cal.launch_per_cta_us))
         self.env.run()
         stuck = sorted(k for k, v in self.pc.items() if v >= 0)
         if stuck:

@@ -65,6 +65,13 @@ class FluidModel:
         self._free: list[int] = list(range(63, -1, -1))
         self._active_count = 0
         self._act_cache: np.ndarray | None = None
+        # after the last recompute: unused capacity per resource and which are saturated;
+        # flows added since, and whether a change since needs a full recompute
+        self._rem = self.capacity.copy()
+        self._sat = np.zeros(len(caps) + 1, dtype=bool)
+        self._added: list[int] = []
+        self._full = False
+        self.shortcuts = 0
 
     # ---- storage ---------------------------------------------------------------------
     def _grow(self, slots: int, fanout: int) -> None:
@@ -113,6 +120,7 @@ class FluidModel:
         self.active[s] = True
         self._active_count += 1
         self._act_cache = None
+        self._added.append(s)
         return s
 
     def rate_of(self, slot: int) -> float:
@@ -156,6 +164,13 @@ class FluidModel:
         if len(done):
             np.add.at(self.bytes_on, self.idx[done].ravel(),
                       (self.w[done] * self.nbytes[done, None]).ravel())
+            # a flow leaving saturated resources may raise others' rates; one leaving
+            # only unsaturated ones bottlenecked nobody: its capacity just comes back
+            if self._sat[self.idx[done]].any():
+                self._full = True
+            else:
+                np.add.at(self._rem, self.idx[done].ravel(),
+                          (self.w[done] * self.rate[done, None]).ravel())
             self.active[done] = False
             self.rate[done] = 0.0
             self._active_count -= len(done)
@@ -165,10 +180,42 @@ class FluidModel:
 
     # ---- rates -----------------------------------------------------------------------
     def recompute(self) -> None:
-        """Weighted max-min fair rates of all active flows (progressive filling)."""
+        """Weighted max-min fair rates of all active flows (progressive filling).
+
+        Exact shortcut: when no flow left a saturated resource and every flow added since
+        fits at its own cap in the unused capacity, the old rates stay max-min fair (no
+        bottleneck changed) and the new flows run at their caps."""
         self.recomputes += 1
+        added, self._added = self._added, []
+        full, self._full = self._full, False
         if not self._active_count:
+            self._rem, self._sat = self.capacity.copy(), np.zeros_like(self._sat)
             return
+        if not full and self._fits(added):
+            self.shortcuts += 1
+            return
+        self._progressive_fill()
+
+    def _fits(self, added: list[int]) -> bool:
+        slots = [s for s in added if self.active[s]]
+        if not slots:
+            return True
+        cap = self.cap[slots]
+        if not np.isfinite(cap).all():
+            return False
+        need = np.zeros_like(self._rem)
+        np.add.at(need, self.idx[slots].ravel(), (self.w[slots] * cap[:, None]).ravel())
+        need[self._dummy] = 0.0
+        rem = self._rem - need
+        touched = need > 0
+        if (rem[touched] <= self.capacity[touched] * _SAT_REL).any():
+            return False   # would saturate a resource: bottlenecks change
+        self.rate[slots] = cap
+        self._rem = rem
+        self._rem[self._dummy] = np.inf
+        return True
+
+    def _progressive_fill(self) -> None:
         act = self._act()
         idx, w, cap = self.idx[act], self.w[act], self.cap[act]
         n = len(act)
@@ -195,3 +242,7 @@ class FluidModel:
             frozen = saturated[fidx].any(axis=1) | capped
             free = free[~frozen]
         self.rate[act] = rate
+        self._rem = rem
+        self._rem[self._dummy] = np.inf
+        self._sat = rem <= tol
+        self._sat[self._dummy] = False
