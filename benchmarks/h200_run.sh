@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call: Atom + loopback benchmarks, calibration microbenchmarks, then the GPU
+# One device call: Atom + loopback benchmarks, calibration microbenchmarks, the validation
+# measurements (then run fit_calibration.py and validate.py predict on a CPU), then the GPU
 # tests. Logs and results go to $OUT (the device tool brings them back) and results also to
 # benchmarks/results/. Each stage has its own time limit so one slow stage cannot eat the rest.
 set -uo pipefail
@@ -12,4 +13,6 @@ stage ${T_ATOMS:-60} atoms python3 benchmarks/gpu_atoms.py
 stage ${T_LOOP:-200} loopback python3 benchmarks/gpu_loopback.py
 stage 60 probe python3 benchmarks/gpu_reduce_probe.py
 stage ${T_CAL:-90} calibrate python3 benchmarks/calibrate.py
+stage ${T_CALEX:-120} calibrate_executor python3 benchmarks/calibrate_executor.py
+stage ${T_VAL:-150} validate python3 benchmarks/validate.py measure
 stage ${T_TESTS:-230} tests python3 -m pytest -q -m gpu -rs --durations=15 tests/backends/gpu
