@@ -9,7 +9,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export PURLIN_CACHE_DIR=${PURLIN_CACHE_DIR:-$PWD/.purlin-cache}
 OUT=${OUT:-/tmp/purlin-out}; mkdir -p "$OUT"; export OUT
 stage() { local t=$1 name=$2; shift 2; echo "=== $name"; timeout "$t" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -n 40 "$OUT/$name.log"; }
-stage ${T_ATOMS:-60} atoms python3 benchmarks/gpu_atoms.py
+stage ${T_ATOMS:-120} atoms python3 benchmarks/gpu_atoms.py
 stage ${T_LOOP:-200} loopback python3 benchmarks/gpu_loopback.py
 stage 60 probe python3 benchmarks/gpu_reduce_probe.py
 stage ${T_CAL:-90} calibrate python3 benchmarks/calibrate.py
