@@ -2,6 +2,7 @@
 import json
 import time
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from purlin.snac import Copy, Notify, Policy, PutPackets, Reduce, Wait, plan
@@ -147,3 +148,24 @@ def test_planner_uses_a_sweep_table():
     assert small.policy["regime"] == "direct"
     assert big.policy["regime"] == "throughput" and big.policy["chunk_nbytes"] == 2048
     assert plan(library.all_reduce(4, 256), table=table).policy["regime"] == "latency"  # not covered
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "reduce_scatter_v", "all_gather_v", "all_to_all_v"])
+def test_direct_on_one_gpu_gives_every_cta_an_equal_share(name):
+    """Loopback topologies: auto picks direct past the latency regime, and every CTA of
+    every rank gets the same payload bytes (to within one alignment unit), V forms too."""
+    c = library.from_size(name, 8, 64 << 20, "fp32", seed=3)
+    s = plan(c, minimal(8, loopback=True), cta_budget=16)
+    assert s.policy["regime"] == "direct"
+    share = {}
+    for p in s.programs:
+        moved = sum(i.nbytes for i in p.instrs if isinstance(i, (Copy, Reduce)))
+        if moved:
+            share[(p.rank, p.cta)] = moved
+    assert len(share) == 8 * 16                                   # every CTA of every rank works
+    sizes = sorted(share.values())
+    assert len(set(sizes[1:])) == 1                               # equal, but for the last run,
+    assert sizes[-1] - sizes[0] < 16 * len(sizes)                 # short by its rounding only
+    total = sum(share.values())
+    if name == "all_reduce":                                       # each output byte reduced once
+        assert total == c.output.nbytes(0)
