@@ -187,19 +187,22 @@ SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_lat
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
-DERIVED = ("a100", "h100", "b200", "gb200", "mi300x", "rubin")
+# Per-SM copy rate of each generation over Hopper's (Purlin's numbers, PURLIN-NOTES.md).
+PER_SM_VS_HOPPER = {"a100": (32, 46), "h100": (46, 46), "b200": (48, 46), "gb200": (48, 46),
+                    "mi300x": (46, 46), "rubin": (48, 46)}
+DERIVED = tuple(PER_SM_VS_HOPPER)
 
 
-def derive(h200: dict, other: dict) -> dict:
-    """Rewrite the executor-derived parameters of another GPU's calibration from the H200
-    fit (``h200``, ``other``: parameter dicts); its own copy rates keep their stated
-    ratio to the H200's (``x A/B`` in their source)."""
-    import re
+def derive(h200: dict, other: dict, gpu: str) -> dict:
+    """Rewrite the executor-derived parameters of ``gpu``'s calibration (``other``) from
+    the H200 fit (``h200``; both parameter dicts): its copy rates are the H200's times
+    its per-SM ratio, the rest the same executor or in proportion to the copy rate."""
     out = json.loads(json.dumps(other))
+    a, b = PER_SM_VS_HOPPER[gpu]
     for key in ("sm.cta_local_gbps", "tma.cta_local_gbps"):
-        m = re.search(r"x (\d+)/(\d+)", out[key]["source"])
-        if m and out[key]["provenance"] == "assumption":
-            out[key]["value"] = round(h200[key]["value"] * int(m[1]) / int(m[2]), 2)
+        out[key] = {"value": round(h200[key]["value"] * a / b, 2), "provenance": "assumption",
+                    "source": f"assumption: the H200's measured per-CTA executor copy rate x {a}/{b} "
+                              f"(Purlin's per-SM rate for this generation over Hopper's, PURLIN-NOTES.md)"}
     for key in SAME_EXECUTOR:
         out[key] = {"value": h200[key]["value"], "provenance": "assumption",
                     "source": f"assumption: the same SNAC executor as measured on the H200 (h200.json "
@@ -277,7 +280,7 @@ def main(argv=None) -> None:
     for gpu in DERIVED:
         path = args.out.parent / f"{gpu}.json"
         other = json.loads(path.read_text())
-        other["parameters"] = derive(params, other["parameters"])
+        other["parameters"] = derive(params, other["parameters"], gpu)
         path.write_text(json.dumps(other, indent=2) + "\n")
     for key, (value, how) in sorted(fitted.items()):
         print(f"{key:>22} = {value:10.4f}   {how}")

@@ -165,12 +165,45 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
         by[key] = {k: statistics.median(v) for k, v in groups.items()}
     summary["median_abs_err_by"] = by
     summary["traces"] = traces
+    summary["microbenchmarks"] = microbenchmark_check(calibration)
     out = write("h200-validation.json", {"summary": summary, "measured_on": {k: raw[k] for k in ("machine", "date", "command", "gpu", "memcpy_gbps")},
                                          "points": points})
     _plot(points, RESULTS / "h200-validation.png")
     print(f"median |err| {summary['median_abs_err']:.3f}  max |err| {summary['max_abs_err']:.3f}  "
           f"over {len(points)} points -> {out}")
     return summary
+
+
+def microbenchmark_errors(calibration: str = "h200") -> dict[tuple, float]:
+    """The simulator against the executor microbenchmarks (calibrate_executor.py cases):
+    (case, params) -> relative error of the predicted time."""
+    import calibrate_executor as ce
+
+    from purlin.sim import simulate
+    from purlin.topology import load_topology
+    raw = json.loads((RESULTS / "h200-executor-calibration-raw.json").read_text())["raw"]
+    measured = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "us_per_call")))):
+                statistics.median(r["us_per_call"]) for r in raw}
+    topo = load_topology("h200-loopback", world=1)
+    errs = {}
+    for name, params, s in ce.CASES:
+        key = (name, tuple(sorted(params.items())))
+        if key in measured:
+            errs[key] = (simulate(s, topo, calibration, record=False).time_us - measured[key]) / measured[key]
+    return errs
+
+
+def held_out(errs: dict) -> list[float]:
+    """Single push/unpack pairs: not used by the fit (it takes the k = 16 pairs)."""
+    return [e for (name, params), e in errs.items() if name == "packets" and dict(params)["k"] == 1]
+
+
+def microbenchmark_check(calibration: str = "h200") -> dict:
+    errs = microbenchmark_errors(calibration)
+    return {"cases": len(errs), "median_abs_err": statistics.median(abs(e) for e in errs.values()),
+            "max_abs_err": max(abs(e) for e in errs.values()),
+            "held_out_max_abs_err": max(abs(e) for e in held_out(errs)),
+            "errors": {f"{name} {dict(params)}": e for (name, params), e in errs.items()}}
 
 
 def _side_by_side(s, r, p) -> dict:

@@ -167,7 +167,7 @@ class _Run:
         slot = self.model.add(spec.resources, spec.weights, spec.cap_Bpus, nbytes)
         self.meta[slot] = (spec, ev, pkt)
         if pkt is not None:   # a fused reader may start on the first packets
-            self._at(spec.post_us, self._land_packets, *pkt, self.begun)
+            self._at(spec.post_us, self._land_packets, *pkt, False)
         self.flows += 1
         self._dirty()
 
@@ -219,10 +219,11 @@ class _Run:
             self.waiters[(rank, signal)] = keep
 
     def _land_packets(self, rank: int, offset: int, nbytes: int, value: int,
-                      into: dict | None = None) -> None:
-        """Packets of a window land (``into`` = self.begun: their first bytes are visible)."""
-        for book in ((self.begun,) if into is self.begun else (self.packets, self.begun)):
-            _merge(book[(rank, value)], offset, offset + nbytes)
+                      whole: bool = True) -> None:
+        """Packets of a window land (``whole`` False: only their first bytes are visible)."""
+        _merge(self.begun[(rank, value)], offset, offset + nbytes)
+        if whole:
+            _merge(self.packets[(rank, value)], offset, offset + nbytes)
         waiting = self.packet_waiters.get(rank)
         if waiting:
             keep = []

@@ -54,7 +54,7 @@ def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
     cal_dir = ROOT / "topologies" / "calibration"
     h200 = json.loads((cal_dir / "h200.json").read_text())["parameters"]
     other = json.loads((cal_dir / f"{gpu}.json").read_text())["parameters"]
-    assert fc.derive(h200, other) == other
+    assert fc.derive(h200, other, gpu) == other
     assert other["launch_us"]["value"] == h200["launch_us"]["value"]       # the same executor
     assert other["packet_gbps"]["value"] == pytest.approx(
         other["sm.cta_local_gbps"]["value"] * h200["packet_gbps"]["value"] / h200["sm.cta_local_gbps"]["value"],
@@ -97,18 +97,11 @@ def test_gpu_summaries_match_their_targets_fields():
 def test_simulator_reproduces_the_executor_microbenchmarks():
     """The calibrated simulator against the microbenchmarks it was fit from, and against
     the ones it was not (single push/unpack pairs test the streaming packet model)."""
-    import calibrate_executor as ce
-    raw = load("h200-executor-calibration-raw.json")["raw"]
-    measured = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "us_per_call")))):
-                statistics.median(r["us_per_call"]) for r in raw}
-    topo = load_topology("h200-loopback", world=1)
-    errs = {}
-    for name, params, s in ce.CASES:
-        key = (name, tuple(sorted(params.items())))
-        if key in measured:
-            t = simulate(s, topo, "h200", record=False).time_us
-            errs[key] = (t - measured[key]) / measured[key]
+    import validate
+    errs = validate.microbenchmark_errors()
     assert len(errs) >= 70
     assert statistics.median(abs(e) for e in errs.values()) < 0.05
-    held_out = [e for (name, params), e in errs.items() if name == "packets" and dict(params)["k"] == 1]
-    assert len(held_out) == 3 and max(abs(e) for e in held_out) < 0.10
+    held = validate.held_out(errs)
+    assert len(held) == 3 and max(abs(e) for e in held) < 0.10
+    committed = load("h200-validation.json")["summary"]["microbenchmarks"]
+    assert committed["median_abs_err"] == pytest.approx(statistics.median(abs(e) for e in errs.values()))

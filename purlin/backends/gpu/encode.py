@@ -185,9 +185,7 @@ def encode(s: Schedule) -> Encoded:
                 if ins.dst.buffer != "packets" or ins.src.buffer == "packets":
                     raise ScheduleError(f"{where}: PutPackets moves from a plain buffer into packets, "
                                         f"not {ins.src} -> {ins.dst}")
-                if ins.nbytes % 8 or ins.dst.offset % 8:
-                    raise ScheduleError(f"{where}: PutPackets of {ins.nbytes} B at {ins.dst}: packets "
-                                        f"carry 8-byte words (size and offset must be multiples of 8)")
+                _check_words(ins, ins.dst, where)
                 _check_value(s, ins.value, where)
                 src = add_ref(ins.src, where)
                 dst = add_ref(ins.dst, where)
@@ -197,9 +195,7 @@ def encode(s: Schedule) -> Encoded:
                 if ins.src.buffer != "packets" or ins.src.rank != prog.rank:
                     raise ScheduleError(f"{where}: WaitPackets must wait on its own rank's packets, "
                                         f"not {ins.src}")
-                if ins.nbytes % 8 or ins.src.offset % 8:
-                    raise ScheduleError(f"{where}: WaitPackets of {ins.nbytes} B at {ins.src}: "
-                                        f"size and offset must be multiples of 8")
+                _check_words(ins, ins.src, where)
                 _check_value(s, ins.value, where)
                 waits.append(ins)
                 if fused_read(instrs, i):
@@ -233,6 +229,12 @@ def _mark_runs(code: list[list[int]], first: int) -> None:
             code[k][7] = min(run, SIGNAL_RUN)
         else:
             run = 0
+
+
+def _check_words(ins: PutPackets | WaitPackets, window: Ref, where: str) -> None:
+    if ins.nbytes % 8 or window.offset % 8:
+        raise ScheduleError(f"{where}: {type(ins).__name__} of {ins.nbytes} B at {window}: packets "
+                            f"carry 8-byte words (size and offset must be multiples of 8)")
 
 
 def _check_signal(s: Schedule, signal: int, value: int, where: str) -> None:

@@ -12,6 +12,7 @@ from purlin.errors import ScheduleError
 from purlin.snac import Policy, plan
 from purlin.snac.ir import INSTRUCTIONS, Copy, Program, PutPackets, Ref, Schedule, WaitPackets
 from purlin.spec import evaluate, library
+from tests.helpers import random_inputs
 
 SNAC_CU = (Path(atomset.CUDA_DIR) / "snac.cu").read_text()
 ATOMS_CUH = (Path(atomset.CUDA_DIR) / "atoms.cuh").read_text()
@@ -59,20 +60,6 @@ def test_every_instruction_has_a_handler():
         assert f"isinstance(ins, {cls.__name__})" in src or f"{cls.__name__})" in src
 
 
-def _inputs(c, rng):
-    dt = c.dtype
-    out = []
-    for r in range(c.world):
-        n = c.input.nbytes(r) // dt.itemsize
-        if dt.name == "int32":
-            out.append(rng.integers(-1000, 1000, n, dtype=np.int32))
-        elif dt.name.startswith("fp8"):
-            out.append(rng.integers(0, 255, c.input.nbytes(r), dtype=np.uint8))
-        else:
-            out.append(rng.standard_normal(n).astype(dt.numpy))
-    return out
-
-
 CASES = [(name, regime, w) for name in library.ALL for regime in ("latency", "throughput", "direct")
          for w in (2, 4)]
 
@@ -87,7 +74,7 @@ def test_emulated_kernel_matches_the_reference(name, regime, world):
     emu, ref = Emulator(enc, s), Reference(s)
     rng = np.random.default_rng(0)
     for call in range(3):                      # parity flips, epochs advance
-        ins = _inputs(c, rng)
+        ins = random_inputs(c, rng)
         got = emu(ins)
         want = ref(ins)
         for r in range(world):

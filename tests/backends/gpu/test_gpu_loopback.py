@@ -10,6 +10,7 @@ from purlin.errors import Deadlock
 from purlin.snac import Policy
 from purlin.snac.ir import Copy, Notify, Program, Ref, Schedule, Wait
 from purlin.spec import library
+from tests.helpers import random_inputs
 
 pytestmark = pytest.mark.gpu
 
@@ -36,24 +37,13 @@ def world(w):
     return _WORLDS[w]
 
 
-def _inputs(c, rng):
-    out = []
-    for r in range(c.world):
-        n = c.input.nbytes(r) // c.dtype.itemsize
-        if c.dtype.name == "int32":
-            out.append(rng.integers(-1 << 20, 1 << 20, n, dtype=np.int32))
-        else:
-            out.append(rng.standard_normal(n, dtype=np.float32).astype(c.dtype.numpy))
-    return out
-
-
 def _run_and_check(cp, w, c, policy=None, rng=None, calls=2):
     from purlin.backends.reference import Reference
     rng = rng or np.random.default_rng(c.world)
     s = w.plan(c, policy)
     ref = Reference(s)
     for _ in range(calls):
-        ins = _inputs(c, rng)
+        ins = random_inputs(c, rng)
         want = ref(ins)
         dev_in = [cp.asarray(x.view(np.uint8)) if x.size else None for x in ins]
         outs = [cp.full(c.output.nbytes(r), POISON, cp.uint8) if c.output.nbytes(r) else None
@@ -196,7 +186,7 @@ def test_deterministic_bit_identical(cp):
     for regime in ("latency", "throughput", "direct"):
         c = library.all_reduce(8, 1 << 20, "bf16")
         s = w.plan(c, Policy(regime=regime, deterministic=True))
-        ins = [cp.asarray(x.view(np.uint8)) for x in _inputs(c, rng)]
+        ins = [cp.asarray(x.view(np.uint8)) for x in random_inputs(c, rng)]
         runs = []
         for _ in range(3):
             outs = [cp.empty(1 << 20, cp.uint8) for _ in range(8)]

@@ -313,14 +313,15 @@ snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const i
 #endif
 
 // ---- standalone Atom kernels (benchmarks, calibration) --------------------------------
-// CTA b moves chunks b, b + grid, ... of ``chunk`` bytes each.
+// CTA b moves chunks b, b + grid, ... of ``chunk`` bytes each; nothing waits (no watchdog).
 __device__ __forceinline__ void no_watch(Watch& w) {
   if (threadIdx.x == 0) w = Watch{nullptr, nullptr, ~0ull, 0, 0, 0, 0, 0};
   __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
+// The copy Atom variants alone (cta_copy's HINT and UN): CTA b copies chunks b, b + grid, ...
+template <int HINT, int UN>
+__device__ __forceinline__ void atom_copy_chunks(const char* src, char* dst, i64 nbytes, i64 chunk) {
   __shared__ Watch w;
   __shared__ char* dd[1];
   no_watch(w);
@@ -329,54 +330,19 @@ atom_copy(const char* src, char* dst, i64 nbytes, i64 chunk) {
     __syncthreads();
     if (threadIdx.x == 0) dd[0] = dst + off;
     __syncthreads();
-    cta_copy<PURLIN_VEC, false>(src + off, 0, dd, 1, n, w);
+    cta_copy<PURLIN_VEC, false, HINT, UN>(src + off, 0, dd, 1, n, w);
   }
 }
 
-// Same as atom_copy, loads asking L2 for whole 256-byte blocks.
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-atom_copy_l2(const char* src, char* dst, i64 nbytes, i64 chunk) {
-  __shared__ Watch w;
-  __shared__ char* dd[1];
-  no_watch(w);
-  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
-    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
-    __syncthreads();
-    if (threadIdx.x == 0) dd[0] = dst + off;
-    __syncthreads();
-    cta_copy<PURLIN_VEC, false, 1>(src + off, 0, dd, 1, n, w);
+#define ATOM_COPY_KERNEL(name, hint, un)                                                  \
+  extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)         \
+  name(const char* src, char* dst, i64 nbytes, i64 chunk) {                               \
+    atom_copy_chunks<hint, un>(src, dst, nbytes, chunk);                                  \
   }
-}
-
-// Same as atom_copy, with twice the vectors in flight per thread.
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-atom_copy_wide(const char* src, char* dst, i64 nbytes, i64 chunk) {
-  __shared__ Watch w;
-  __shared__ char* dd[1];
-  no_watch(w);
-  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
-    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
-    __syncthreads();
-    if (threadIdx.x == 0) dd[0] = dst + off;
-    __syncthreads();
-    cta_copy<PURLIN_VEC, false, 0, PURLIN_VEC == 32 ? 8 : 16>(src + off, 0, dd, 1, n, w);
-  }
-}
-
-// Same as atom_copy, with streaming (evict-first) loads and stores.
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-atom_copy_cs(const char* src, char* dst, i64 nbytes, i64 chunk) {
-  __shared__ Watch w;
-  __shared__ char* dd[1];
-  no_watch(w);
-  for (i64 off = (i64)blockIdx.x * chunk; off < nbytes; off += (i64)gridDim.x * chunk) {
-    i64 n = nbytes - off < chunk ? nbytes - off : chunk;
-    __syncthreads();
-    if (threadIdx.x == 0) dd[0] = dst + off;
-    __syncthreads();
-    cta_copy<PURLIN_VEC, false, 2>(src + off, 0, dd, 1, n, w);
-  }
-}
+ATOM_COPY_KERNEL(atom_copy, 0, 0)                                // plain vector loads/stores
+ATOM_COPY_KERNEL(atom_copy_l2, 1, 0)                             // loads ask L2 for 256-byte blocks
+ATOM_COPY_KERNEL(atom_copy_cs, 2, 0)                             // streaming loads and stores
+ATOM_COPY_KERNEL(atom_copy_wide, 0, (PURLIN_VEC == 32 ? 8 : 16)) // twice the vectors in flight
 
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chunk, int dt, int op) {
