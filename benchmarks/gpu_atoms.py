@@ -80,6 +80,10 @@ def main(argv=None) -> dict:
             configs.append(("sm256", ctas, -gchunk, 0))
             configs.append(("sm256_l2", ctas, -gchunk, 0))
             configs.append(("sm256_cs", ctas, -gchunk, 0))
+    flat = {"flat4": k.fn("atom_copy_flat4")}
+    for ctas in (2 * sms, 4 * sms, 8 * sms, 16 * sms):   # flat grid-stride over vectors
+        for name in flat:
+            configs.append((name, ctas, 0, 0))
     if k.atoms.tma:
         ftma = k.fn("atom_copy_tma")
         for stages, sb in ((4, 16384), (8, 16384), (4, 32768), (8, 24576)):
@@ -95,7 +99,11 @@ def main(argv=None) -> dict:
             chunk = ((n + ctas - 1) // ctas + 15) // 16 * 16     # one contiguous piece per CTA
             if stages < 0:                                        # grid-stride chunks
                 chunk, stages = -stages, 0
-            if kind_name.startswith("sm"):
+
+            if kind_name in flat:
+                chunk, fn = 0, flat[kind_name]
+                launch = lambda: fn((ctas,), (atomset.THREADS,), (src, dst, np.int64(n)))
+            elif kind_name.startswith("sm"):
                 suffix = kind_name.rsplit("_", 1)[1] if "_" in kind_name else ""
                 fn = {"l2": fl2, "cs": fcs, "wide": fwide}.get(suffix, fcopy)
                 threads = 256 if kind_name.startswith("sm256") else atomset.THREADS
@@ -117,6 +125,10 @@ def main(argv=None) -> dict:
         dst.fill(0)
         fcopy((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(((n + 2 * sms - 1) // (2 * sms) + 15) // 16 * 16)))
         assert bool(cp.array_equal(src[:n], dst[:n])), "atom_copy wrong"
+        for name, fn in flat.items():   # an odd size: the vector loop and the byte tail
+            dst.fill(0)
+            fn((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n - 13)))
+            assert bool(cp.array_equal(src[:n - 13], dst[:n - 13])) and int(dst[n - 13]) == 0, f"{name} wrong"
         memcpy_bw = 2 * n / median(raw["memcpy"][str(n)]) / 1e3
         print(f"copy best {n // MiB:6d} MiB  {copy_best[n][0]:7.0f} GB/s = {copy_best[n][0] / memcpy_bw:.3f} "
               f"x memcpy  ({copy_best[n][1]})")

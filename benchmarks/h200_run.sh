@@ -11,7 +11,8 @@ OUT=${OUT:-/tmp/purlin-out}; mkdir -p "$OUT"; export OUT
 stage() { local t=$1 name=$2; shift 2; echo "=== $name"; timeout "$t" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -n 40 "$OUT/$name.log"; }
 stage ${T_ATOMS:-120} atoms python3 benchmarks/gpu_atoms.py
 stage ${T_LOOP:-200} loopback python3 benchmarks/gpu_loopback.py
-stage 60 probe python3 benchmarks/gpu_reduce_probe.py
+stage ${T_DIAG:-120} diagnose python3 benchmarks/gpu_diagnose.py
+stage 60 diagnose_align_off env PURLIN_DEFINES=PURLIN_DST_ALIGN=0 python3 benchmarks/gpu_diagnose.py --only agv --update
 stage ${T_CAL:-90} calibrate python3 benchmarks/calibrate.py
 stage ${T_CALEX:-120} calibrate_executor python3 benchmarks/calibrate_executor.py
 stage ${T_VAL:-150} validate python3 benchmarks/validate.py measure

@@ -109,6 +109,24 @@ def from_table(tables, collective: str, topology: str, nbytes: int) -> Policy | 
 # rank (Purlin moves AllGather to throughput from 1-64 KiB on A100/H100).
 LATENCY_MAX_ALLREDUCE = ((2, 512 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB))
 LATENCY_MAX_OTHER = 64 * KiB
+# Ranks sharing one GPU's memory (loopback topologies) leave the latency regime much
+# earlier: packets double the bytes and run at a few GB/s per CTA, while the direct regime
+# only reads. Measured crossover on one H200 (benchmarks/gpu_diagnose.py, crossover part,
+# h200-diagnose.json: each of the seven at W = 2, 4, 8 in both regimes), largest buffer
+# per rank, by world; the last entry covers larger worlds. Collectives not named here use
+# the tables above.
+LATENCY_MAX_SHARED = {
+    "all_reduce": ((2, 128 * KiB), (4, 32 * KiB), (1 << 30, 8 * KiB)),
+    "all_gather": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
+    "reduce_scatter": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
+    "all_to_all": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
+    "all_gather_v": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 0)),
+    "reduce_scatter_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB)),
+    "all_to_all_v": ((2, 192 * KiB), (4, 384 * KiB), (1 << 30, 192 * KiB)),
+}
+# On shared memory a direct AllReduce up to this size reduces one-shot (every rank reads
+# every input once; two-shot's extra handshake costs more than the saved reads).
+DIRECT_ONE_SHOT_MAX_SHARED = 128 * KiB
 # Chunk by per-rank payload: small chunks pipeline short messages; 1 MiB matches the
 # NVLink bandwidth-delay product (Purlin), and the simulator found 4 MiB slower
 # (slot reuse stalls in two-shot AllReduce and ReduceScatter); past 512 MiB per rank 2 MiB
@@ -140,11 +158,15 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
     'two_shot'
     >>> codesign("all_gather", 8, 1 << 30, shared_memory=True).regime
     'direct'
+    >>> codesign("all_reduce", 8, 64 << 10, is_reduce=True, shared_memory=True).regime
+    'direct'
     """
     base = base or Policy()
     regime, algorithm = base.regime, base.algorithm
     if regime == "auto":
-        if name.startswith("all_reduce"):
+        if shared_memory and name in LATENCY_MAX_SHARED:
+            limit = next(v for w, v in LATENCY_MAX_SHARED[name] if world <= w)
+        elif name.startswith("all_reduce"):
             limit = next(v for w, v in LATENCY_MAX_ALLREDUCE if world <= w)
         else:
             limit = LATENCY_MAX_OTHER
@@ -153,7 +175,8 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
     if algorithm == "auto":
         if not fully_connected:
             algorithm = "ring"
-        elif is_reduce and regime != "latency":
+        elif is_reduce and regime != "latency" and not (
+                shared_memory and regime == "direct" and nbytes <= DIRECT_ONE_SHOT_MAX_SHARED):
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"

@@ -105,3 +105,24 @@ def test_simulator_reproduces_the_executor_microbenchmarks():
     assert len(held) == 3 and max(abs(e) for e in held) < 0.10
     committed = load("h200-validation.json")["summary"]["microbenchmarks"]
     assert committed["median_abs_err"] == pytest.approx(statistics.median(abs(e) for e in errs.values()))
+
+
+def test_loopback_codesign_table_follows_the_committed_crossover():
+    """At every measured (collective, world, size) of h200-diagnose.json's crossover, the
+    shared-memory codesign table picks the regime that measured faster."""
+    from purlin.snac.policy import codesign
+    raw = load("h200-diagnose.json")["raw"]["crossover"]
+    checked = 0
+    for key, row in raw.items():
+        parts = key.split("/")
+        name, per_rank = parts[0], int(parts[-1])
+        w = int(parts[1][1:]) if len(parts) == 3 else 8
+        c = library.from_size(name, w, per_rank * w if name.startswith("all_gather") else per_rank,
+                              "fp32", seed=1)
+        nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(w))
+        direct = min(v["median_us"] for k, v in row.items() if k.startswith("direct"))
+        want = "latency" if row["latency"]["median_us"] < direct else "direct"
+        got = codesign(c.name, w, nbytes, is_reduce=c.is_reduce, shared_memory=True).regime
+        assert got == want, (key, row["latency"]["median_us"], direct)
+        checked += 1
+    assert checked >= 150

@@ -112,6 +112,24 @@ def test_codesign_table():
     assert codesign("all_gather", 16, 1 << 20, fully_connected=False).algorithm == "ring"
 
 
+def test_codesign_on_shared_memory_uses_the_measured_crossover():
+    """Loopback worlds leave the latency regime where the H200 measurement put the
+    crossover, per collective and world; below that they keep the latency regime."""
+    def regime(name, w, n, red=False):
+        return codesign(name, w, n, is_reduce=red, shared_memory=True).regime
+    assert [regime("all_reduce", 8, n, True) for n in (8 << 10, 16 << 10)] == ["latency", "direct"]
+    assert [regime("all_reduce", 4, n, True) for n in (32 << 10, 64 << 10)] == ["latency", "direct"]
+    assert [regime("all_reduce", 2, n, True) for n in (128 << 10, 256 << 10)] == ["latency", "direct"]
+    assert regime("all_gather_v", 8, 4 << 10) == "direct"          # V blocks: never packets at W=8
+    assert [regime("reduce_scatter_v", 16, n, True) for n in (128 << 10, 256 << 10)] == [
+        "latency", "direct"]                                      # larger worlds: the W=8 row
+    # a direct AllReduce on shared memory is one-shot up to 128 KiB, then two-shot
+    algo = lambda n: codesign("all_reduce", 8, n, is_reduce=True, shared_memory=True).algorithm
+    assert (algo(128 << 10), algo(256 << 10)) == ("one_shot", "two_shot")
+    # a name outside the table (a user's spec) keeps the general rule
+    assert codesign("my_gather", 8, 64 << 10, shared_memory=True).regime == "latency"
+
+
 def test_summary_counts_bytes_per_link_class():
     t = load_topology("hgx-h200-8")
     s = plan(library.all_gather(8, 1 << 20), t, Policy(regime="throughput"))

@@ -49,8 +49,11 @@ class AtomSet:
 
     @property
     def defines(self) -> tuple[str, ...]:
+        """Compile-time constants; ``$PURLIN_DEFINES`` (space-separated ``NAME=VALUE``)
+        adds experiment knobs, cached apart by the options hash."""
+        extra = tuple(f"-D{d}" for d in os.environ.get("PURLIN_DEFINES", "").split())
         return (f"-DPURLIN_VEC={self.vec_nbytes}", f"-DPURLIN_THREADS={THREADS}",
-                f"-DPURLIN_TMA={int(self.tma)}", f"-DPURLIN_MIN_BLOCKS={MIN_BLOCKS}")
+                f"-DPURLIN_TMA={int(self.tma)}", f"-DPURLIN_MIN_BLOCKS={MIN_BLOCKS}") + extra
 
 
 ATOM_SETS = {

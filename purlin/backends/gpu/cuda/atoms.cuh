@@ -26,6 +26,15 @@ typedef unsigned int u32;
 #ifndef PURLIN_TMA
 #define PURLIN_TMA 0
 #endif
+// Packet sources a packet reduce loads and settles together (an experiment knob through
+// $PURLIN_DEFINES: 2 and 8 were slower for the 8 KiB AllReduce on the H200).
+#ifndef PURLIN_PKT_BATCH
+#define PURLIN_PKT_BATCH 4
+#endif
+// Copies align their destination to this many bytes first (0: off; see snac.cu).
+#ifndef PURLIN_DST_ALIGN
+#define PURLIN_DST_ALIGN 512
+#endif
 
 // How the big Atom loops join their caller: inlined on sm_80/sm_90 (no spills at 128
 // registers); out of line on sm_100, where ptxas spilled heavily once every variant was
@@ -466,7 +475,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
   const int WORDS = V / 4;
   const int E = WORDS * T::EPW;              // elements per vector
   // sources loaded together, and vectors per thread (packet loads hold more registers)
-  const int B = V == 4 ? 1 : PKT ? 4 : (V == 32 ? 4 : 8);
+  const int B = V == 4 ? 1 : PKT ? PURLIN_PKT_BATCH : (V == 32 ? 4 : 8);
   const int U = 1;   // 2 spills at 128 registers
   const i64 nv = nbytes / V;
   bool ok = true;

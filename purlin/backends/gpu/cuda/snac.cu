@@ -177,20 +177,42 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
       const bool pkt = WITH_PKT && s_pkt != 0;
       const int atom = (int)r[3];
       const int align = s_align;
+      i64 n = nbytes;
+#if PURLIN_DST_ALIGN
+      // A copy whose destination starts off a PURLIN_DST_ALIGN boundary (a V block's
+      // offset): the bytes up to the boundary go first, so the bulk stores land on whole
+      // lines (h200-diagnose.json, agv: an AllGather with 16-byte-shifted blocks, 0.60 of
+      // the memory roofline without this; 128 recovered less than 512).
+      const u64 AB = PURLIN_DST_ALIGN;
+      if (opc == OPC_COPY && !pkt && !split && align >= 16 && n >= 4096 && ((u64)s_dst[0] & (AB - 1))) {
+        const i64 head = (i64)((AB - ((u64)s_dst[0] & (AB - 1))) & (AB - 1));
+        for (i64 b = 4 * (i64)threadIdx.x; b < head; b += 4 * (i64)blockDim.x) {
+          const u32 x = *(const u32*)(s_src[0] + b);
+          for (int d = 0; d < ndst; ++d) *(u32*)(s_dst[d] + b) = x;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          s_src[0] += head;
+          for (int d = 0; d < ndst; ++d) s_dst[d] += head;
+        }
+        __syncthreads();
+        n -= head;
+      }
+#endif
 #if PURLIN_TMA
-      if (WITH_TMA && opc == OPC_COPY && atom == ATOM_TMA && !pkt && align >= 16 && (nbytes & 15) == 0) {
-        cta_copy_tma(tma, s_src[0], s_dst, ndst, nbytes);
+      if (WITH_TMA && opc == OPC_COPY && atom == ATOM_TMA && !pkt && align >= 16 && (n & 15) == 0) {
+        cta_copy_tma(tma, s_src[0], s_dst, ndst, n);
       } else
 #endif
       if (opc == OPC_COPY && !pkt && split) {
-        ok = split == 2 ? cta_copy<16, false, 0, 0, 2>(s_src[0], 0, s_dst, ndst, nbytes, w)
-                        : cta_copy<16, false, 0, 0, 1>(s_src[0], 0, s_dst, ndst, nbytes, w);
+        ok = split == 2 ? cta_copy<16, false, 0, 0, 2>(s_src[0], 0, s_dst, ndst, n, w)
+                        : cta_copy<16, false, 0, 0, 1>(s_src[0], 0, s_dst, ndst, n, w);
       } else if (align == PURLIN_VEC) {
-        ok = copy_or_reduce<PURLIN_VEC, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<PURLIN_VEC, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, n, w);
       } else if (align >= 16) {
-        ok = copy_or_reduce<16, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<16, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, n, w);
       } else {
-        ok = copy_or_reduce<4, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, nbytes, w);
+        ok = copy_or_reduce<4, WITH_PKT>(opc, r[2], pkt, s_src, s_tag, nsrc, s_dst, ndst, n, w);
       }
       (void)atom;
       if (!ok) s_stop = 1;
@@ -272,14 +294,15 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   }
   // the last CTA of the launch to finish moves the epoch on (nothing is ever cleared)
   __syncthreads();
+  // No fences: the counter only finds the last CTA, and the next call reads the new
+  // epoch after this kernel ends, which orders every write (fences here added their
+  // round trips to every call's critical path).
   if (threadIdx.x == 0) {
-    __threadfence();
     u64 n = atomicAdd((unsigned long long*)&state[2], 1ull);
     if (n == (u64)gridDim.x - 1) {
       state[2] = 0;
       state[1] = s_base + stride;
       state[0] = state[0] + 1;
-      __threadfence_system();
     }
   }
 }
@@ -343,6 +366,33 @@ ATOM_COPY_KERNEL(atom_copy, 0, 0)                                // plain vector
 ATOM_COPY_KERNEL(atom_copy_l2, 1, 0)                             // loads ask L2 for 256-byte blocks
 ATOM_COPY_KERNEL(atom_copy_cs, 2, 0)                             // streaming loads and stores
 ATOM_COPY_KERNEL(atom_copy_wide, 0, (PURLIN_VEC == 32 ? 8 : 16)) // twice the vectors in flight
+
+// Flat grid-stride copy: thread t of T moves vectors t, t + T, t + 2T, ..., U loads in
+// flight before their stores; no chunks, no shared memory, no barriers (the shape of a
+// driver memcpy kernel, to see what the chunked CTA loop costs).
+template <int U>
+__device__ __forceinline__ void atom_copy_flat_body(const char* src, char* dst, i64 nbytes) {
+  typedef typename VecT<PURLIN_VEC>::T Vec;
+  const i64 nv = nbytes / PURLIN_VEC, T = (i64)gridDim.x * blockDim.x;
+  i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + (U - 1) * T < nv; i += U * T) {
+    Vec v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) ldv(v[u], src + (i + u * T) * PURLIN_VEC);
+#pragma unroll
+    for (int u = 0; u < U; ++u) stv(dst + (i + u * T) * PURLIN_VEC, v[u]);
+  }
+  for (; i < nv; i += T) {
+    Vec v;
+    ldv(v, src + i * PURLIN_VEC);
+    stv(dst + i * PURLIN_VEC, v);
+  }
+  for (i64 b = nv * PURLIN_VEC + (i64)blockIdx.x * blockDim.x + threadIdx.x; b < nbytes; b += T) dst[b] = src[b];
+}
+#define ATOM_COPY_FLAT_KERNEL(name, un)                                                   \
+  extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)         \
+  name(const char* src, char* dst, i64 nbytes) { atom_copy_flat_body<un>(src, dst, nbytes); }
+ATOM_COPY_FLAT_KERNEL(atom_copy_flat4, 4)
 
 extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
 atom_reduce(const char* const* srcs_in, int nsrc, char* dst, i64 nbytes, i64 chunk, int dt, int op) {
