@@ -13,6 +13,7 @@ microbenchmarks, per-CTA remote rates and a cross-GPU flag ping-pong, are still 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -32,6 +33,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-size", default="1G")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    ap.add_argument("--collectives", default=",".join(NCCL_OPS))
+    ap.add_argument("--policy", default=None, help="a Policy as JSON for every point (default: auto)")
+    ap.add_argument("--sizes", default=None, help="comma-separated sizes (default: 1K, 4K, ... up to --max-size)")
+    ap.add_argument("--tag", default="", help="results file h200x{N}-collectives{-TAG}.json")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the committed file's rows for collectives not run now")
     args = ap.parse_args()
     import cupy as cp
     import torch
@@ -49,15 +56,26 @@ def main() -> None:
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
     max_size = parse_size(args.max_size)
-    sizes = [KiB * 4 ** k for k in range(11) if KiB * 4 ** k <= max_size]
+    sizes = ([parse_size(x) for x in args.sizes.split(",")] if args.sizes else
+             [KiB * 4 ** k for k in range(11) if KiB * 4 ** k <= max_size])
+    policy = json.loads(args.policy) if args.policy else None
+    fname = f"h200x{n}-collectives{'-' + args.tag if args.tag else ''}.json"
     topo = h200_box(n)
-    world = IpcWorld(gloo, device=local, max_nbytes=max_size, staging_nbytes=256 * MiB,
+    # V splits put up to about twice the mean on one rank
+    world = IpcWorld(gloo, device=local, max_nbytes=2 * max_size, staging_nbytes=256 * MiB,
                      packets_nbytes=64 * MiB, topology=topo)
     rows, t0 = [], time.time()
-    for name in NCCL_OPS:
+    names = args.collectives.split(",")
+    kept, command = [], "torchrun --nproc_per_node=%d benchmarks/multi_gpu.py %s" % (n, " ".join(sys.argv[1:]))
+    committed = Path(__file__).resolve().parent / "results" / fname
+    if args.merge and committed.exists():
+        old = json.loads(committed.read_text())
+        kept = [r for r in old["rows"] if r["collective"] not in names]
+        command = old.get("command", "") + "; " + command
+    for name in names:
         for size in sizes:
             c = library.from_size(name, n, size, "fp32")
-            s = world.plan(c)
+            s = world.plan(c, policy)
             gens = [cp.random.RandomState(1000 * r + size % 997) for r in range(n)]
             all_in = [g.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32).view(cp.uint8)
                       for r, g in enumerate(gens)]
@@ -87,11 +105,11 @@ def main() -> None:
                 ratio = f"{r['nccl_us'] / r['ours_us']:6.2f}" if r["nccl_us"] else "   n/a"
                 print(f"{c.name:>16} {size:>11} {t_ours:10.2f} {t_nccl or 0:10.2f} {ratio}  #wrong {wrong}",
                       flush=True)
-    if rank == 0:
-        from gpu_common import header, write
-        doc = {**header(), "world": n, "elapsed_s": time.time() - t0, "rows": rows,
-               "summary": _summary(rows)}
-        write(f"h200x{n}-collectives.json", doc, args.out)
+        if rank == 0:   # after each collective, so a run cut short keeps what it measured
+            from gpu_common import header, write
+            doc = {**header(command), "world": n, "elapsed_s": time.time() - t0, "rows": kept + rows,
+                   "summary": _summary(kept + rows)}
+            write(fname, doc, args.out)
     world.close()
     dist.destroy_process_group()
 
@@ -209,5 +227,45 @@ def _summary(rows) -> dict:
     }
 
 
+def predict(argv=None) -> dict:
+    """The simulator's prediction for every measured row (same collective, size and policy
+    on hgx-h200-8 cut to the measured GPU count), written beside it as h200x{N}-prediction*.json.
+    Runs on a CPU: ``python benchmarks/multi_gpu.py predict [--results FILE]``."""
+    from common import header, save
+
+    from purlin.sim import simulate
+    from purlin.snac import Policy, plan
+    from purlin.spec import library
+    ap = argparse.ArgumentParser(prog="multi_gpu.py predict")
+    ap.add_argument("--results", default="h200x2-collectives.json")
+    args = ap.parse_args(argv)
+    measured = json.loads((Path(__file__).resolve().parent / "results" / args.results).read_text())
+    n = measured["world"]
+    topo = h200_box(n)
+    rows = []
+    for r in measured["rows"]:
+        c = library.from_size(r["collective"], n, r["size"], "fp32")
+        s = plan(c, topo, Policy.from_dict(r["policy"]), cta_budget=r["policy"]["put_ctas"] + r["policy"]["consumer_ctas"])
+        t = simulate(s, topo, record=False).time_us
+        rows.append({"collective": r["collective"], "size": r["size"], "regime": r["policy"]["regime"],
+                     "measured_us": r["ours_us"], "predicted_us": t, "error": t / r["ours_us"] - 1})
+    errs = [abs(r["error"]) for r in rows]
+    doc = {**header(), "command": "python benchmarks/multi_gpu.py predict --results " + args.results,
+           "measured": args.results, "topology": topo.name, "calibration": "h200 (NVLink parameters: priors)",
+           "rows": rows,
+           "summary": {"points": len(rows), "median_abs_err": statistics.median(errs), "max_abs_err": max(errs),
+                       "within_15pct": sum(e <= 0.15 for e in errs),
+                       "median_err_by_regime": {g: statistics.median(r["error"] for r in rows if r["regime"] == g)
+                                                for g in sorted({r["regime"] for r in rows})},
+                       "target_median": 0.05}}
+    save(args.results.replace("collectives", "prediction"), doc)
+    print(f"median |err| {doc['summary']['median_abs_err']:.3f}, max {doc['summary']['max_abs_err']:.3f} "
+          f"over {len(rows)} points")
+    return doc
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["predict"]:
+        predict(sys.argv[2:])
+    else:
+        main()

@@ -139,6 +139,14 @@ LATENCY_CHUNK = (1 * KiB, 64 * KiB)
 # 28 consumers split evenly over 7 peers at W=8 (the simulator showed uneven splits crowd
 # one source's link).
 CTAS = {"latency": (8, 16), "throughput": (16, 28), "direct": (16, 16)}
+# Across GPUs a direct copy or reduce is bound by each CTA's NVLink rate, so the direct
+# regime takes as many CTAs as the budget allows, and past the latency regime it is the
+# default on fully connected boxes. Measured on 2 H200s over NVLink
+# (h200x2-collectives.json against h200x2-collectives-direct64.json, each beside NCCL):
+# AllReduce 64 MiB ran at 0.34x NCCL staged (throughput, 16 + 28 CTAs), 0.54x direct with
+# 16 + 16, 0.98x direct with 64 + 64; the simulator, uncalibrated for NVLink, ranks them
+# the same way at W=8 on hgx-h200-8.
+CTAS_DIRECT_ACROSS_GPUS = (64, 64)
 
 
 def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
@@ -146,9 +154,11 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
              shared_memory: bool = False) -> Policy:
     """Pick a policy for a collective of ``nbytes`` per rank (largest buffer) and world.
 
-    Only the fields left ``auto`` in ``base`` are chosen. ``shared_memory``: the ranks
-    share one GPU's memory (a loopback topology), where staging is a pure extra copy, so
-    past the latency regime the zero-copy direct regime is chosen.
+    Only the fields left ``auto`` in ``base`` are chosen. Past the latency regime a fully
+    connected world takes the zero-copy direct regime (staging is an extra copy, and on
+    NVLink the CTA count, not the staging, set the pace); a ring otherwise.
+    ``shared_memory``: the ranks share one GPU's memory (a loopback topology), with its own
+    measured latency thresholds.
 
     Examples
     --------
@@ -170,7 +180,7 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
             limit = next(v for w, v in LATENCY_MAX_ALLREDUCE if world <= w)
         else:
             limit = LATENCY_MAX_OTHER
-        bulk = "direct" if shared_memory else "throughput"
+        bulk = "direct" if fully_connected else "throughput"
         regime = "latency" if nbytes <= limit and fully_connected else bulk
     if algorithm == "auto":
         if not fully_connected:
@@ -180,8 +190,9 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"
-    put = base.put_ctas or CTAS[regime][0]
-    cons = base.consumer_ctas or CTAS[regime][1]
+    ctas = CTAS_DIRECT_ACROSS_GPUS if regime == "direct" and not shared_memory else CTAS[regime]
+    put = base.put_ctas or ctas[0]
+    cons = base.consumer_ctas or ctas[1]
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
     # among its reducers), within the bounds of the regime.
     if is_reduce and algorithm == "two_shot":

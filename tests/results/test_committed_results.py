@@ -126,3 +126,25 @@ def test_loopback_codesign_table_follows_the_committed_crossover():
         assert got == want, (key, row["latency"]["median_us"], direct)
         checked += 1
     assert checked >= 150
+
+
+def test_two_gpu_run_used_todays_default_and_its_prediction_reproduces():
+    """h200x2-collectives.json is the default policy's run: every point correct, every
+    recorded policy what the planner picks today for that box; h200x2-prediction.json is
+    what the simulator says for those schedules."""
+    import multi_gpu
+    from purlin.sim import simulate
+    from purlin.snac import Policy
+    runs = load("h200x2-collectives.json")
+    pred = load("h200x2-prediction.json")
+    topo = multi_gpu.h200_box(2)
+    assert runs["summary"]["all_correct"] and all(r["wrong"] == 0 for r in runs["rows"])
+    assert len(runs["rows"]) == len(pred["rows"]) == 99
+    for r, p in list(zip(runs["rows"], pred["rows"]))[::7]:
+        c = library.from_size(r["collective"], 2, r["size"], "fp32")
+        assert plan(c, topo, cta_budget=132).policy == r["policy"], (r["collective"], r["size"])
+        pol = Policy.from_dict(r["policy"])
+        s = plan(c, topo, pol, cta_budget=pol.put_ctas + pol.consumer_ctas)
+        assert simulate(s, topo, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)
+    errs = [abs(p["error"]) for p in pred["rows"]]
+    assert pred["summary"]["median_abs_err"] == pytest.approx(statistics.median(errs))

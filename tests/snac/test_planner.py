@@ -106,7 +106,12 @@ def test_golden_schedule_unchanged():
 
 def test_codesign_table():
     assert codesign("all_reduce", 2, 512 << 10, is_reduce=True).regime == "latency"
-    assert codesign("all_reduce", 8, 256 << 10, is_reduce=True).regime == "throughput"
+    big = codesign("all_reduce", 8, 256 << 10, is_reduce=True)
+    assert (big.regime, big.algorithm) == ("direct", "two_shot")        # across GPUs: direct
+    wide = codesign("all_reduce", 2, 64 << 20, is_reduce=True, cta_budget=132)
+    assert (wide.put_ctas, wide.consumer_ctas) == (64, 64)               # ...with 64 CTAs a role
+    assert (big.put_ctas, big.consumer_ctas) == (32, 32)                 # within the budget (64)
+    assert codesign("all_gather", 16, 1 << 20, fully_connected=False).regime == "throughput"
     assert codesign("all_gather", 8, 1 << 30).chunk_nbytes == 2 << 20
     assert codesign("all_gather", 8, 64 << 20).chunk_nbytes == 1 << 20
     assert codesign("all_gather", 16, 1 << 20, fully_connected=False).algorithm == "ring"
