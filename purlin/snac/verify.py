@@ -9,7 +9,9 @@ Checks, in order:
    write it reads, and every write after the previous write and all its readers (so no
    staging slot is reused early); nothing writes the inputs;
 4. data: symbolic contents (which input bytes, reduced in which order) of every output
-   byte equal the spec's naming, and every output byte is written exactly once.
+   byte equal the spec's naming, and every output byte is written exactly once;
+5. call windows: a peer touches a rank's input or output only after that rank has
+   started the call and before all its CTAs end (start and end handshakes).
 """
 from __future__ import annotations
 
@@ -176,10 +178,16 @@ class _Shadow:
 
 def _dynamic(s: Schedule) -> None:
     sh = _Shadow(s)
+    calls = _CallWindows(s)
     for k, prog, i, ins in walk(s):
         vc = sh.vc[k]
         vc[k] = i
         t = type(ins)
+        if t in (Copy, Reduce):
+            for r in (ins.src,) if t is Copy else ins.srcs:
+                calls.access(k, i, vc, r, "reads")
+            for d in ins.dsts:
+                calls.access(k, i, vc, d, "writes")
         if t is Copy:
             got = sh.read(k, i, ins.src, ins.nbytes)
             for d in ins.dsts:
@@ -219,7 +227,41 @@ def _dynamic(s: Schedule) -> None:
             values, snaps = sh.notes[(prog.rank, ins.signal)]
             np.maximum(vc, snaps[bisect_left(values, ins.value)], out=vc)
         vc[k] = i + 1
+    calls.check_ends(sh.vc)
     _check_outputs(s, sh)
+
+
+class _CallWindows:
+    """A rank's input and output belong to the call only while that rank is in it: before,
+    its caller may still be writing the input (or reading the last call's output); after,
+    it may reuse them. So a peer's access to them must come after some CTA of that rank
+    has started (a start handshake) and before all of them have ended (an end handshake).
+    One call's data flow cannot show this, so it is checked here."""
+
+    def __init__(self, s: Schedule):
+        self.s = s
+        self.of: dict[int, list[int]] = {}
+        for k, p in enumerate(s.programs):
+            self.of.setdefault(p.rank, []).append(k)
+        self.remote: list[tuple[int, int, Ref, str]] = []
+
+    def access(self, k: int, i: int, vc: np.ndarray, r: Ref, what: str) -> None:
+        if r.rank == self.s.programs[k].rank or r.buffer not in ("input", "output"):
+            return
+        mine = self.of.get(r.rank, [])
+        if not any(vc[j] > 0 for j in mine):
+            raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] before any CTA of "
+                                f"rank {r.rank} has started this call (missing start handshake: rank "
+                                f"{r.rank}'s caller may still be using that buffer)")
+        self.remote.append((k, i, r, what))
+
+    def check_ends(self, vcs: list[np.ndarray]) -> None:
+        ends = {rank: np.maximum.reduce([vcs[j] for j in ks]) for rank, ks in self.of.items()}
+        for k, i, r, what in self.remote:
+            if not i < ends[r.rank][k]:
+                raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] with no order "
+                                    f"before rank {r.rank}'s CTAs all end (missing end handshake: rank "
+                                    f"{r.rank}'s call can return while this is in flight)")
 
 
 def _check_outputs(s: Schedule, sh: _Shadow) -> None:

@@ -77,6 +77,23 @@ def test_every_wait_the_planner_inserts_is_needed(ag):
                     verify(edit(ag, k, p.instrs[:i] + p.instrs[i + 1:]))
 
 
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce", "all_to_all_v"])
+def test_every_direct_handshake_is_needed_and_named(name):
+    """In the direct regime peers read a rank's input and write its output in place; each
+    Wait is a start or end handshake, and dropping any one is caught and named."""
+    s = plan(library.from_size(name, 8, 64 << 10, "fp32", seed=2), "hgx-h200-8",
+             Policy(regime="direct", put_ctas=2, consumer_ctas=2))
+    reasons = set()
+    for k, p in enumerate(s.programs):
+        for i, ins in enumerate(p.instrs):
+            if isinstance(ins, Wait):
+                with pytest.raises((ScheduleError, Deadlock)) as e:
+                    verify(edit(s, k, p.instrs[:i] + p.instrs[i + 1:]))
+                reasons.add("start" if "missing start handshake" in str(e.value) else
+                            "end" if "missing end handshake" in str(e.value) else "other")
+    assert {"start", "end"} <= reasons, reasons
+
+
 def test_wait_cycle_names_both_ctas():
     s = plan(library.all_gather(2, 64), policy=Policy(regime="throughput"))
     sig = s.num_signals
