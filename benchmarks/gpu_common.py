@@ -62,6 +62,20 @@ def time_graph(fn, calls: int, replays: int = 8, warmup: int = 2) -> list[float]
     return out
 
 
+def memcpy_roofline(sizes=(256 << 20, 1 << 30), reps: int = 20) -> tuple[float, dict]:
+    """The HBM roofline: cudaMemcpy device-to-device, bytes read plus written per second
+    (GB/s, the best of ``sizes``), and its raw per-size samples (us)."""
+    cp = cupy()
+    n = max(sizes)
+    a, b = cp.empty(n, cp.uint8), cp.empty(n, cp.uint8)
+    a.fill(1)
+    s = cp.cuda.get_current_stream()
+    kind = cp.cuda.runtime.memcpyDeviceToDevice
+    raw = {str(size): time_launches(lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, kind, s.ptr),
+                                    reps) for size in sizes}
+    return max(2 * int(k) / median(v) / 1e3 for k, v in raw.items()), raw
+
+
 def median(xs) -> float:
     return float(statistics.median(xs))
 

@@ -23,8 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, least_traffic, median, time_graph, write  # noqa: E402
-from gpu_loopback import wrong  # noqa: E402
+from gpu_common import cupy, header, least_traffic, median, memcpy_roofline, time_graph, write  # noqa: E402
+from gpu_loopback import buffers, wrong  # noqa: E402
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8
@@ -46,15 +46,6 @@ def cta_summary(records) -> dict:
     return {"ctas": len(e), "end_min_us": e[0], "end_median_us": q(e, 0.5), "end_max_us": e[-1],
             "copy_gbps_min": q(rates, 0.0), "copy_gbps_median": q(rates, 0.5),
             "copy_gbps_max": rates[-1] if rates else None}
-
-
-def buffers(cp, c):
-    rs = cp.random.RandomState(0)
-    ins = [rs.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32).view(cp.uint8)
-           if c.input.nbytes(r) else None for r in range(c.world)]
-    outs = [cp.full(c.output.nbytes(r), 0xA5, cp.uint8) if c.output.nbytes(r) else None
-            for r in range(c.world)]
-    return ins, outs
 
 
 def timed(world, cp, c, pol, calls=8, replays=5, trace=False) -> dict:
@@ -127,7 +118,7 @@ def agv(world, cp, Policy, library) -> dict:
         "agv_512_aligned": (library.all_gather_v(W, [x // 512 * 512 for x in sizes]), None),
         "ag_off16": (library.all_gather_v(W, [per - 16] * W), None),
     }
-    res = {"sizes": sizes, "memcpy_gbps": memcpy_gbps(cp)}
+    res = {"sizes": sizes, "memcpy_gbps": memcpy_roofline((1 << 30,), 10)[0]}
     for key, (c, pol) in variants.items():
         r = timed(world, cp, c, pol, trace=True)
         r["vs_roofline"] = least_traffic(c) / res["memcpy_gbps"] / 1e3 / r["median_us"]
@@ -137,17 +128,6 @@ def agv(world, cp, Policy, library) -> dict:
               f"CTA GB/s {r['trace']['copy_gbps_min']:.0f}/{r['trace']['copy_gbps_median']:.0f}/"
               f"{r['trace']['copy_gbps_max']:.0f}", flush=True)
     return res
-
-
-def memcpy_gbps(cp) -> float:
-    from gpu_common import time_launches
-    n = 1 << 30
-    a, b = cp.empty(n, cp.uint8), cp.empty(n, cp.uint8)
-    a.fill(1)
-    s = cp.cuda.get_current_stream()
-    t = median(time_launches(lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, n,
-                                                                  cp.cuda.runtime.memcpyDeviceToDevice, s.ptr), 10))
-    return 2 * n / t / 1e3
 
 
 def ar8time(world, cp, Policy, library) -> dict:

@@ -16,8 +16,8 @@ import sys
 import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import (cupy, gpu_expected, header, least_traffic, median, nccl_table,  # noqa: E402
-                        time_graph, time_launches, write)
+from gpu_common import (cupy, gpu_expected, header, least_traffic, median, memcpy_roofline,  # noqa: E402
+                        nccl_table, time_graph, write)
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8
@@ -31,9 +31,9 @@ def per_rank_size(name: str, per_rank_input: int) -> int:
 def buffers(cp, c, rng_seed=0):
     rs = cp.random.RandomState(rng_seed)
     ins = [rs.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32).view(cp.uint8)
-           if c.input.nbytes(r) else None for r in range(W)]
+           if c.input.nbytes(r) else None for r in range(c.world)]
     outs = [cp.full(c.output.nbytes(r), 0xA5, cp.uint8) if c.output.nbytes(r) else None
-            for r in range(W)]
+            for r in range(c.world)]
     return ins, outs
 
 
@@ -72,15 +72,7 @@ def main(argv=None) -> dict:
     budget = world.cta_budget
 
     # ---- HBM roofline: cudaMemcpy D2D, bytes read + written ----
-    n = 1 << 30
-    a, b = cp.empty(n, cp.uint8), cp.empty(n, cp.uint8)
-    a.fill(1)
-    s = cp.cuda.get_current_stream()
-    kind = cp.cuda.runtime.memcpyDeviceToDevice
-    for size in (256 * MiB, 1 << 30):
-        raw["memcpy"][str(size)] = time_launches(
-            lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, kind, s.ptr), 20)
-    memcpy_bw = max(2 * int(k) / median(v) / 1e3 for k, v in raw["memcpy"].items())   # GB/s
+    memcpy_bw, raw["memcpy"] = memcpy_roofline()
     print(f"# roofline: cudaMemcpy D2D {memcpy_bw:.0f} GB/s (read + write); CTA budget/rank {budget}")
 
     # ---- large: the seven at >= 64 MiB per rank ----

@@ -240,16 +240,17 @@ class _CallWindows:
 
     def __init__(self, s: Schedule):
         self.s = s
-        self.of: dict[int, list[int]] = {}
+        of: dict[int, list[int]] = {}
         for k, p in enumerate(s.programs):
-            self.of.setdefault(p.rank, []).append(k)
+            of.setdefault(p.rank, []).append(k)
+        self.of = {rank: np.asarray(ks) for rank, ks in of.items()}
+        self.none = np.zeros(0, np.int64)
         self.remote: list[tuple[int, int, Ref, str]] = []
 
     def access(self, k: int, i: int, vc: np.ndarray, r: Ref, what: str) -> None:
         if r.rank == self.s.programs[k].rank or r.buffer not in ("input", "output"):
             return
-        mine = self.of.get(r.rank, [])
-        if not any(vc[j] > 0 for j in mine):
+        if not vc[self.of.get(r.rank, self.none)].any():
             raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] before any CTA of "
                                 f"rank {r.rank} has started this call (missing start handshake: rank "
                                 f"{r.rank}'s caller may still be using that buffer)")

@@ -307,32 +307,21 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-snac_run(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
-         int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-         u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
-  snac_body<false, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                          stride, err, timeout_ns, plan_id, flags, trace);
-}
-
+// The interpreter's entry points: one per (bulk-copy engine, packet paths) it compiles in.
+#define SNAC_KERNEL(name, with_tma, with_pkt)                                                        \
+  extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)                   \
+  name(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,    \
+       int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half, \
+       u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {       \
+    snac_body<with_tma, with_pkt>(code, refs, progs, prog_first, ptrs, nptrs, staging_half,         \
+                                  packets_half, state, stride, err, timeout_ns, plan_id, flags, trace); \
+  }
+SNAC_KERNEL(snac_run, false, false)
 // With the packet (latency-regime) paths: for schedules that use PutPackets/WaitPackets.
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-snac_run_pkt(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
-             int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
-  snac_body<false, true>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                         stride, err, timeout_ns, plan_id, flags, trace);
-}
-
+SNAC_KERNEL(snac_run_pkt, false, true)
 #if PURLIN_TMA
 // With 4 x 8 KiB of dynamic shared memory for bulk copies (atom "tma"), no packet paths.
-extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)
-snac_run_tma(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,
-             int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-             u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {
-  snac_body<true, false>(code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state,
-                         stride, err, timeout_ns, plan_id, flags, trace);
-}
+SNAC_KERNEL(snac_run_tma, true, false)
 #endif
 
 // ---- standalone Atom kernels (benchmarks, calibration) --------------------------------
