@@ -167,13 +167,21 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[st
     two = launch + out.get("launch_grid_us", (0.0,))[0] + out.get("launch_per_cta_us", (0.0,))[0]
     pk = sorted((r["n"], (med(r["us_per_call"]) - two) / r["k"])   # a push CTA and an unpack CTA
                 for r in rows if r["case"] == "packets" and r["k"] > 1)
-    if len(pk) >= 3:
-        # k steps of push (batched: one start per batch) and unpack (a fused read per step).
-        # The largest steps are push-bound: step = n / push rate; the smaller ones are
-        # unpack-bound: step = s + read + n / read rate.
-        n, step = pk[-1]
-        out["packet_gbps"] = (n / (step - start / batch_p) / 1e3,
-                              f"push/unpack pairs, the largest ({n} B) push-bound: n / (step - s / batch)")
+    one = max(((r["n"], med(r["us_per_call"]) - two) for r in rows if r["case"] == "packets" and r["k"] == 1),
+              default=None)
+    if len(pk) >= 3 and one:
+        # A push runs its vectors over all the CTA's threads. The largest pushes are
+        # push-bound: alone (k = 1, t = s + n / rate) and streaming k steps against the
+        # unpacking CTA (step = s / batch + n / rate), which is ~15% slower; the model has
+        # one rate, the least-squares middle of the two. The k smaller steps are
+        # unpack-bound: step = s + read + n / read rate. Held out (validate.held_out): the
+        # smaller single pairs.
+        (n1, t1), (nk, stepk) = one, pk[-1]
+        a = np.asarray([n1, nk], float)
+        b = np.asarray([t1 - start, stepk - start / batch_p], float)
+        inv = float(a @ b / (a @ a))
+        out["packet_gbps"] = (1e-3 / inv, f"the largest push/unpack pairs ({n1} B alone, {nk} B in k steps), "
+                                          f"push-bound: least squares n / rate = t - s (alone), step - s / batch")
         read, per = line(*zip(*((n, t - start) for n, t in pk[:-1])))
         how = f"push/unpack pairs, the {len(pk) - 1} smaller unpack-bound: step - s = read + n / rate"
         out["packet_read_gbps"] = (1e-3 / per, f"{how}: rate")

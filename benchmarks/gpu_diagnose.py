@@ -7,7 +7,12 @@
   the spread of CTA end times and each CTA's copy rate; variants isolate block sizes,
   alignment and chunking;
 - ``ar8``: one traced 8 KiB AllReduce (per instruction), and an empty grid of the same
-  size in a graph (the launch floor); ``ar8time``: just its time per call.
+  size in a graph (the launch floor); ``ar8time``: just its time per call; ``ar8pol``: it
+  over chunk sizes and CTA splits of the latency regime;
+- ``interp``: per-instruction cost inside the interpreter, from hand-made chains of 1, 9
+  and 33 instructions of one kind on one CTA (NOPs, 16 B and 1 KiB copies, Notify/Wait
+  pairs, PutPackets runs, put/wait/copy triples), and the kernels' registers, local
+  memory (spills) and machine-code size.
 
 Kernel variants: run a part again with ``PURLIN_DEFINES`` set and ``--update``; its key
 in ``raw`` names the defines (e.g. ``agv[PURLIN_DST_ALIGN=0]``).
@@ -160,6 +165,93 @@ def ar8(world, cp, Policy, library) -> dict:
         res[key] = time_graph(lambda: empty((grid,), (atomset.THREADS,), ()), calls=128, replays=8)
         print(f"{key}: {median(res[key]):.2f} us per graph node", flush=True)
     print(f"ar8 auto: {res['auto']['median_us']:.2f} us/call, {res['auto']['programs']} CTAs", flush=True)
+    return res
+
+
+def ar8pol(world, cp, Policy, library) -> dict:
+    """The 8 KiB AllReduce at W=8 in the latency regime over chunk sizes and CTA splits:
+    whether the policy, not the kernel, sets its time."""
+    c = library.all_reduce(W, 8 * KiB, "fp32")
+    res = {}
+    for chunk in (512, 1024, 2048, 8192):
+        for put, cons in ((1, 1), (2, 2), (4, 4), (8, 8), (8, 16)):
+            if put * chunk > 8 * KiB or cons * chunk > 8 * KiB:
+                continue
+            pol = Policy(regime="latency", chunk_nbytes=chunk, put_ctas=put, consumer_ctas=cons)
+            try:
+                r = timed(world, cp, c, pol, calls=128, replays=6)
+            except Exception as e:  # a split the planner refuses: say which and go on
+                res[f"{chunk}/{put}/{cons}"] = {"error": str(e)[:200]}
+                continue
+            res[f"{chunk}/{put}/{cons}"] = r
+            print(f"ar8pol chunk={chunk:5d} put={put:2d} cons={cons:2d} {r['median_us']:6.2f} us "
+                  f"({r['programs']} CTAs) wrong={r['wrong']}", flush=True)
+    return res
+
+
+def _chains(n: int, library):
+    """Hand-made schedules on rank 0 of a 2-rank loopback world, one CTA, ``n`` repeats of
+    one instruction kind: the slope over n is that kind's cost inside the interpreter."""
+    from purlin.snac.ir import Copy, Notify, Program, PutPackets, Ref, Schedule, Wait, WaitPackets
+    K = 1024
+    c = library.all_gather(2, 64 * K, "fp32")
+    i0, o0, p0 = Ref(0, "input", 0), Ref(0, "output", 0), Ref(0, "packets", 0)
+    kinds = {
+        "nop": (PutPackets(i0, p0, K, 1),) + (WaitPackets(p0, K, 1),) * n + (Copy(p0, (o0,), K),),
+        "copy16": (Copy(i0, (o0,), 16),) * n,
+        "copy1k": (Copy(i0, (o0,), K),) * n,
+        "signal": tuple(x for k in range(n) for x in (Notify(0, 0, k + 1), Wait(0, k + 1))),
+        "put1k": tuple(PutPackets(i0, p0 + K * k, K, 1) for k in range(n)),
+        "putwait1k": tuple(x for k in range(n) for x in (PutPackets(i0, p0 + K * k, K, k + 1),
+                                                         WaitPackets(p0 + K * k, K, k + 1),
+                                                         Copy(p0 + K * k, (o0,), K))),
+    }
+    return c, {name: Schedule(c, (Program(0, 0, "probe", instrs), Program(1, 0, "idle", ())),
+                              0, K * max(n, 1), 1, 4 * n + 8)
+               for name, instrs in kinds.items()}
+
+
+def interp(world, cp, Policy, library) -> dict:
+    """Per-instruction cost inside the interpreter (graph-timed, untraced): the slope from
+    chains of 1 to 33 instructions of one kind on one CTA; and the kernels' registers and
+    local memory (spills show as local bytes)."""
+    from purlin.backends.gpu import LoopbackWorld, kernels
+    from purlin.errors import BackendUnavailable
+    k = kernels.for_device(0)
+    res = {"attributes": {}}
+    for name in ("snac_run", "snac_run_pkt", "snac_run_tma"):
+        try:
+            f = k.fn(name)
+        except BackendUnavailable:   # snac_run_tma exists from sm_90 on
+            continue
+        at = {}
+        for key, code in (("num_regs", 4), ("local_size_bytes", 3), ("shared_size_bytes", 1)):
+            at[key] = cp.cuda.driver.funcGetAttribute(code, f.ptr)
+        res["attributes"][name] = at
+    try:   # machine-code size per kernel (instructions), where cuobjdump is present
+        from purlin.backends.gpu import atomset
+        code = atomset.sass(atomset.compile_cubin(k.atoms))
+        for name in res["attributes"]:
+            res["attributes"][name]["sass_instructions"] = sum(
+                1 for line in code.get(name, "").splitlines() if line.strip().startswith("/*") and "*/" in line
+                and len(line.split("*/", 1)[1].strip()) > 1)
+    except BackendUnavailable as e:
+        res["attributes"]["sass_error"] = str(e)[:200]
+    for name, at in res["attributes"].items():
+        print(f"interp {name}: {at}", flush=True)
+    w2 = LoopbackWorld(2)
+    for n in (1, 9, 33):
+        c, scheds = _chains(n, library)
+        ins, outs = buffers(cp, c)
+        for kind, s in scheds.items():
+            t = time_graph(lambda: w2.run(s, ins, outs), calls=64, replays=6)
+            w2.check()
+            res.setdefault(kind, {})[str(n)] = t
+    for kind in [x for x in res if x != "attributes"]:
+        t1, t33 = median(res[kind]["1"]), median(res[kind]["33"])
+        res[kind]["slope_us"] = (t33 - t1) / 32
+        print(f"interp {kind:10s} n=1 {t1:6.2f} us  n=33 {t33:7.2f} us  per instr {(t33 - t1) / 32:6.3f} us",
+              flush=True)
     return res
 
 

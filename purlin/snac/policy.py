@@ -116,12 +116,12 @@ LATENCY_MAX_OTHER = 64 * KiB
 # per rank, by world; the last entry covers larger worlds. Collectives not named here use
 # the tables above.
 LATENCY_MAX_SHARED = {
-    "all_reduce": ((2, 128 * KiB), (4, 32 * KiB), (1 << 30, 8 * KiB)),
-    "all_gather": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
-    "reduce_scatter": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
+    "all_reduce": ((2, 128 * KiB), (4, 64 * KiB), (1 << 30, 8 * KiB)),
+    "all_gather": ((2, 128 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB)),
+    "reduce_scatter": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 128 * KiB)),
     "all_to_all": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
-    "all_gather_v": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 0)),
-    "reduce_scatter_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB)),
+    "all_gather_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 0)),
+    "reduce_scatter_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 256 * KiB)),
     "all_to_all_v": ((2, 192 * KiB), (4, 384 * KiB), (1 << 30, 192 * KiB)),
 }
 # On shared memory a direct AllReduce up to this size reduces one-shot (every rank reads

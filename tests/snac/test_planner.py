@@ -123,10 +123,10 @@ def test_codesign_on_shared_memory_uses_the_measured_crossover():
     def regime(name, w, n, red=False):
         return codesign(name, w, n, is_reduce=red, shared_memory=True).regime
     assert [regime("all_reduce", 8, n, True) for n in (8 << 10, 16 << 10)] == ["latency", "direct"]
-    assert [regime("all_reduce", 4, n, True) for n in (32 << 10, 64 << 10)] == ["latency", "direct"]
+    assert [regime("all_reduce", 4, n, True) for n in (64 << 10, 128 << 10)] == ["latency", "direct"]
     assert [regime("all_reduce", 2, n, True) for n in (128 << 10, 256 << 10)] == ["latency", "direct"]
     assert regime("all_gather_v", 8, 4 << 10) == "direct"          # V blocks: never packets at W=8
-    assert [regime("reduce_scatter_v", 16, n, True) for n in (128 << 10, 256 << 10)] == [
+    assert [regime("reduce_scatter_v", 16, n, True) for n in (256 << 10, 512 << 10)] == [
         "latency", "direct"]                                      # larger worlds: the W=8 row
     # a direct AllReduce on shared memory is one-shot up to 128 KiB, then two-shot
     algo = lambda n: codesign("all_reduce", 8, n, is_reduce=True, shared_memory=True).algorithm

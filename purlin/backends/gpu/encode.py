@@ -14,12 +14,13 @@ Layout (must match ``cuda/snac.cu``; ``tests/backends/gpu/test_encode.py`` check
   WAIT                          signal value               run
   PUT_PKTS   value                     src ref        dst ref
   WAIT_PKTS  value                     src ref
-  NOP        (a WaitPackets fused into the read that follows it)
+  NOP        (a fused WaitPackets: its read checks the tags)               run
   ========== ================== ====== ========= ==== ========= ====
 
   "ref" columns index the first of consecutive rows of ``refs``. ``run``: how many
-  records of the same opcode start here in a row (at most ``SIGNAL_RUN``); the kernel
-  runs them together, one per lane, without scanning for the run's end.
+  records of the same opcode start here in a row (signals: at most ``SIGNAL_RUN``); the
+  kernel runs them together (signals one per lane; NOPs skipped in one step) without
+  scanning for the run's end.
 - ``refs``: int64 ``[m, 4]``: ``rank, buffer, offset, packet value``. A source in the
   ``packets`` buffer carries the value of the WaitPackets that covers it, so the read
   itself checks each packet's tag (that is how WaitPackets fuses with the next read).
@@ -219,14 +220,15 @@ def encode(s: Schedule) -> Encoded:
 
 
 def _mark_runs(code: list[list[int]], first: int) -> None:
-    """Field f of each NOTIFY/WAIT record: the run of that opcode starting there, capped
-    at SIGNAL_RUN (records from ``first`` on, one program)."""
+    """Field f of each NOTIFY/WAIT/NOP record: the run of that opcode starting there
+    (records from ``first`` on, one program); signal runs are capped at SIGNAL_RUN (one
+    lane each), NOP runs are not (the kernel skips a whole run in one step)."""
     run = 0
     for k in range(len(code) - 1, first - 1, -1):
         opc = code[k][0]
-        if opc in (OPC["NOTIFY"], OPC["WAIT"]):
+        if opc in (OPC["NOTIFY"], OPC["WAIT"], OPC["NOP"]):
             run = run + 1 if k + 1 < len(code) and code[k + 1][0] == opc else 1
-            code[k][7] = min(run, SIGNAL_RUN)
+            code[k][7] = run if opc == OPC["NOP"] else min(run, SIGNAL_RUN)
         else:
             run = 0
 

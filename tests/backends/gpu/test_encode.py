@@ -49,6 +49,18 @@ def test_signal_runs_are_marked_and_capped():
     assert runs[40:] == [2, 1, 1, 1]                          # Waits, a lone Notify, rank 1's Wait
 
 
+def test_fused_waits_become_one_nop_run():
+    """The W=8 latency AllReduce's consumers wait on 7 peers' windows, then reduce them all:
+    the 7 WaitPackets become NOPs marked as one run (the kernel skips them in one step)."""
+    from purlin.backends.gpu.encode import OPC
+    s = plan(library.all_reduce(8, 8192, "fp32"), policy=Policy(regime="latency"))
+    enc = encode(s)
+    nop_rows = enc.code[enc.code[:, 0] == OPC["NOP"]]
+    assert enc.fused_waits == len(nop_rows) == 7 * 8 * 8   # 7 peers x 8 consumers x 8 ranks
+    starts = [int(r[7]) for r in nop_rows[::7]]
+    assert starts == [7] * 64 and nop_rows[:7, 7].tolist() == [7, 6, 5, 4, 3, 2, 1]
+
+
 def test_every_instruction_has_a_handler():
     s = plan(library.all_reduce(2, 64, "fp32"), policy=Policy(regime="latency"))
     names = {type(i).__name__ for _, _, i in s.instructions()}

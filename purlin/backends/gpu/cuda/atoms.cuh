@@ -36,14 +36,10 @@ typedef unsigned int u32;
 #define PURLIN_DST_ALIGN 512
 #endif
 
-// How the big Atom loops join their caller: inlined on sm_80/sm_90 (no spills at 128
-// registers); out of line on sm_100, where ptxas spilled heavily once every variant was
-// inlined into one kernel.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+// The big Atom loops are inlined into their callers: out of line, every call saved and
+// restored registers through local memory, and the 8 KiB AllReduce went from 8.7 to
+// 12.2 us on the H200 (an experiment of 2026-11-29, not kept).
 #define PURLIN_ATOM_FN __forceinline__
-#else
-#define PURLIN_ATOM_FN __forceinline__
-#endif
 
 enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2, DT_INT32 = 3 };
 enum { OP_ADD = 0, OP_MAX = 1, OP_MIN = 2, OP_MUL = 3 };
@@ -466,7 +462,7 @@ __device__ __forceinline__ A apply(int op, A x, A y) {
   }
 }
 
-template <int V, int DT, bool PKT>
+template <int V, int DT, bool PKT, int BN = 0>
 __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc, int op,
                                         char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
   typedef typename VecT<V>::T Vec;
@@ -475,7 +471,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
   const int WORDS = V / 4;
   const int E = WORDS * T::EPW;              // elements per vector
   // sources loaded together, and vectors per thread (packet loads hold more registers)
-  const int B = V == 4 ? 1 : PKT ? PURLIN_PKT_BATCH : (V == 32 ? 4 : 8);
+  const int B = V == 4 ? 1 : BN ? BN : PKT ? PURLIN_PKT_BATCH : (V == 32 ? 4 : 8);
   const int U = 1;   // 2 spills at 128 registers
   const i64 nv = nbytes / V;
   bool ok = true;
@@ -621,24 +617,42 @@ __device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbyt
   }
 }
 
-// A run of up to 8 consecutive PutPackets executed together: every thread issues the loads
-// of all of them before its first store, so a run costs one load round trip, not eight.
+// A run of up to 8 consecutive PutPackets executed together, their 16-byte vectors spread
+// over all the CTA's threads (vector t of the run: instruction k, vector j), U per thread
+// loaded before the first store. One thread per vector of every instruction, rather than
+// one thread walking all of them: a thread holding eight vectors made ptxas spill, and the
+// run cost grew with its length (h200-diagnose.json, interp put1k).
 // dsts[i] is the physical address of instruction i's first packet.
+#ifndef PURLIN_PUT_UN
+#define PURLIN_PUT_UN 1   // vectors per thread in flight (2: 8.0 us for the 8 KiB AllReduce, 1: 7.9)
+#endif
 template <bool GPU>
 __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, const i64* nbytes,
                                     const u32* tags, int m) {
-  i64 most = 0;
-  for (int i = 0; i < m; ++i) most = nbytes[i] / 16 > most ? nbytes[i] / 16 : most;
-  for (i64 j = threadIdx.x; j < most; j += blockDim.x) {
-    V16 v[8];
+  const int U = PURLIN_PUT_UN;
+  i64 total = 0;   // vectors in the run
+  for (int i = 0; i < m; ++i) total += nbytes[i] / 16;
+  for (i64 t0 = threadIdx.x; t0 < total; t0 += (i64)U * blockDim.x) {
+    V16 v[U];
+    char* dst[U];
+    u32 tag[U];
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      if (k < m && j < nbytes[k] / 16) ldv(v[k], srcs[k] + 16 * j);
+    for (int u = 0; u < U; ++u) {
+      i64 t = t0 + (i64)u * blockDim.x;
+      dst[u] = nullptr;
+      if (t < total) {
+        int k = 0;
+        while (t >= nbytes[k] / 16) t -= nbytes[k++] / 16;   // at most m - 1 steps
+        ldv(v[u], srcs[k] + 16 * t);
+        dst[u] = dsts[k] + 32 * t;
+        tag[u] = tags[k];
+      }
+    }
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      if (k < m && j < nbytes[k] / 16) {
-        st_packet<GPU>(dsts[k] + 32 * j, v[k].w[0], v[k].w[1], tags[k]);
-        st_packet<GPU>(dsts[k] + 32 * j + 16, v[k].w[2], v[k].w[3], tags[k]);
+    for (int u = 0; u < U; ++u)
+      if (dst[u]) {
+        st_packet<GPU>(dst[u], v[u].w[0], v[u].w[1], tag[u]);
+        st_packet<GPU>(dst[u] + 16, v[u].w[2], v[u].w[3], tag[u]);
       }
   }
   if ((int)threadIdx.x < m && (nbytes[threadIdx.x] & 15)) {   // an 8-byte tail

@@ -52,6 +52,9 @@ __device__ __forceinline__ char* resolve(const Env& env, const i64* ref) {
 // All Refs of one instruction must be V-aligned for the V-byte path; else 16, else 4.
 __device__ __forceinline__ bool aligned(const void* p, int v) { return ((u64)p & (v - 1)) == 0; }
 
+#ifndef PURLIN_LEAN
+#define PURLIN_LEAN 2   // vectors in flight of the packet kernel's plain copies and reduces
+#endif
 // WITH_PKT false: no packet paths are compiled in (smaller, spill-free interpreter).
 template <int V, bool WITH_PKT>
 __device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, const char* const* s,
@@ -69,19 +72,28 @@ __device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, cons
       default: return cta_reduce<V, DT_INT32, false>(s, tags, ns, op, d, nd, n, w);
     }
   }
+  // The packet kernel runs small schedules: its plain copies and reduces keep fewer
+  // vectors in flight (LN), so that no path of the kernel makes ptxas spill.
+  const int LN = PURLIN_LEAN;
   if (opc == OPC_COPY)
     return pkt ? cta_copy<VP, true>(s[0], tags[0], d, nd, n, w)
-               : cta_copy<V, false>(s[0], 0, d, nd, n, w);
+               : cta_copy<V, false, 0, LN>(s[0], 0, d, nd, n, w);
   switch (dt) {
     case DT_FP32: return pkt ? cta_reduce<VP, DT_FP32, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_FP32, false>(s, tags, ns, op, d, nd, n, w);
+                             : cta_reduce<V, DT_FP32, false, LN>(s, tags, ns, op, d, nd, n, w);
     case DT_FP16: return pkt ? cta_reduce<VP, DT_FP16, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_FP16, false>(s, tags, ns, op, d, nd, n, w);
+                             : cta_reduce<V, DT_FP16, false, LN>(s, tags, ns, op, d, nd, n, w);
     case DT_BF16: return pkt ? cta_reduce<VP, DT_BF16, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_BF16, false>(s, tags, ns, op, d, nd, n, w);
+                             : cta_reduce<V, DT_BF16, false, LN>(s, tags, ns, op, d, nd, n, w);
     default: return pkt ? cta_reduce<VP, DT_INT32, true>(s, tags, ns, op, d, nd, n, w)
-                        : cta_reduce<V, DT_INT32, false>(s, tags, ns, op, d, nd, n, w);
+                        : cta_reduce<V, DT_INT32, false, LN>(s, tags, ns, op, d, nd, n, w);
   }
+}
+
+__device__ __forceinline__ int tid_now() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
 }
 
 template <bool WITH_TMA, bool WITH_PKT>
@@ -134,15 +146,28 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   // record pc / ref k: from shared memory when cached
 #define RECORD(pc) ((pc) < s_ncode ? s_code + REC * (pc) : code + REC * (i64)(s_first + (pc)))
 #define REF(k) ((u64)((k) - s_rfirst) < (u64)s_nref ? s_refs + 4 * ((k) - s_rfirst) : refs + 4 * (i64)(k))
-  const u32 tag_base = (u32)s_base;
-
-  const bool gpu_scope = flags & 1;
-  for (int pc = 0; pc < s_count && !s_stop; ++pc) {
+#define TAG_BASE ((u32)s_base)
+#define GPU_SCOPE ((flags & 1) != 0)
+  // The loop's state lives in shared memory, not registers: with every Atom inlined the
+  // allocator spills what lives across the loop, and a local store followed by its load
+  // costs an L2 round trip (h200-diagnose.json, interp: 0.3 us per NOP while the record
+  // index was spilled). Each thread keeps its own next record index, so stepping needs
+  // no barrier; thread 0 keeps the trace stamps.
+  __shared__ int s_next[PURLIN_THREADS];
+  __shared__ int s_pc0;
+  __shared__ u64 s_t_in;
+  // the thread index read afresh at each use (asm volatile), so no register holds it
+  // (or a pointer made from it) across the loop
+#define NEXT (((volatile int*)s_next)[tid_now()])
+  NEXT = 0;
+  while (true) {
+    const int pc = NEXT;
+    if (pc >= s_count || s_stop) break;
     const i64* r = RECORD(pc);
     const int opc = (int)r[0];
     const i64 nbytes = r[1];
-    const int pc0 = pc;
-    const u64 t_in = trace && threadIdx.x == 0 ? globaltimer() : 0ull;
+    NEXT = pc + 1;   // a run (signals, PutPackets, NOPs) moves it further below
+    if (trace && threadIdx.x == 0) { s_t_in = globaltimer(); s_pc0 = pc; }
     if (threadIdx.x == 0) w.pc = pc;   // read only by a watchdog firing seconds later
     bool ok = true;
     if (opc == OPC_COPY || opc == OPC_REDUCE) {
@@ -158,7 +183,7 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
           u32 tag = 0;
           if (f[1] == BUF_PACKETS) {   // payload at 2 x offset, tagged (encode sets f[3])
             p += 2 * f[2];
-            tag = tag_base + (u32)f[3];
+            tag = TAG_BASE + (u32)f[3];
             s_pkt = 1;
           }
           s_tag[k] = tag;
@@ -227,16 +252,16 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
         const i64* rr = RECORD(pc + (int)threadIdx.x);
         if (opc == OPC_NOTIFY) {
           u64* flag = (u64*)env.ptrs[(int)rr[2] * NBUF + BUF_SIGNALS] + rr[3];
-          if (gpu_scope) st_release_gpu(flag, s_base + (u64)rr[4]);
+          if (GPU_SCOPE) st_release_gpu(flag, s_base + (u64)rr[4]);
           else st_release_sys(flag, s_base + (u64)rr[4]);
         } else {
           const u64* flag = (const u64*)env.ptrs[w.rank * NBUF + BUF_SIGNALS] + rr[3];
           const u64 want = s_base + (u64)rr[4];
-          u64 seen = gpu_scope ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
+          u64 seen = GPU_SCOPE ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
           if (seen < want) {
             u64 start = globaltimer();
             for (u32 spins = 1;; ++spins) {
-              seen = gpu_scope ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
+              seen = GPU_SCOPE ? ld_acquire_gpu(flag) : ld_acquire_sys(flag);
               if (seen >= want) break;
               if ((spins & 255u) == 0u) {
                 if (ld_volatile_u64(&state[3])) { s_stop = 1; break; }
@@ -252,10 +277,10 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
           }
         }
       }
-      pc += m - 1;
+      NEXT = pc + m;
       if (opc == OPC_WAIT) __syncthreads();
     } else if (WITH_PKT && opc == OPC_PUT_PACKETS) {
-      // this PutPackets and up to 7 more right after it, loads of all issued together
+      // this PutPackets and up to 7 more right after it, run together over all threads
       __shared__ i64 s_pn[8];
       __shared__ int s_m;
       if (threadIdx.x == 0) {
@@ -271,27 +296,32 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
         s_src[threadIdx.x] = resolve(env, REF(rr[4]));
         s_dst[threadIdx.x] = resolve(env, dref) + 2 * dref[2];
         s_pn[threadIdx.x] = rr[1];
-        s_tag[threadIdx.x] = tag_base + (u32)rr[2];
+        s_tag[threadIdx.x] = TAG_BASE + (u32)rr[2];
       }
       __syncthreads();
       if (flags & 2) cta_put_packets_run<true>(s_src, s_dst, s_pn, s_tag, m);
       else cta_put_packets_run<false>(s_src, s_dst, s_pn, s_tag, m);
-      pc += m - 1;
+      NEXT = pc + m;
       __syncthreads();
     } else if (WITH_PKT && opc == OPC_WAIT_PACKETS) {
       const i64* sref = REF(r[4]);
-      ok = cta_wait_packets(resolve(env, sref), sref[2], nbytes, tag_base + (u32)r[2], w);
+      ok = cta_wait_packets(resolve(env, sref), sref[2], nbytes, TAG_BASE + (u32)r[2], w);
       if (!ok) s_stop = 1;
       __syncthreads();
+    } else if (opc == OPC_NOP) {   // a run of fused WaitPackets: one step (encode marks it)
+      NEXT = pc + (r[7] > 1 ? (int)r[7] : 1);
     }
-    if (trace && threadIdx.x == 0) {
+    if (trace && threadIdx.x == 0) {   // every record of a run gets the run's times
       const u64 t_out = globaltimer();
-      for (int k = pc0; k <= pc; ++k) {
-        trace[2 * ((i64)s_first + k)] = t_in;
+      for (int k = s_pc0; k < NEXT; ++k) {
+        trace[2 * ((i64)s_first + k)] = s_t_in;
         trace[2 * ((i64)s_first + k) + 1] = t_out;
       }
     }
   }
+#undef TAG_BASE
+#undef GPU_SCOPE
+#undef NEXT
   // the last CTA of the launch to finish moves the epoch on (nothing is ever cleared)
   __syncthreads();
   // No fences: the counter only finds the last CTA, and the next call reads the new
