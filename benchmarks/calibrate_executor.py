@@ -13,7 +13,9 @@ measure exactly the costs the simulator charges per instruction:
 - ``chain``: N CTAs, each waits for its predecessor's Notify, then notifies the next;
 - ``packets``: CTA 0 pushes k PutPackets of n bytes; CTA 1 waits for each and unpacks it;
 - ``notify_ops`` / ``wait_ops``: one CTA issuing k Notifies (then k already-satisfied Waits),
-  which the executor runs in batches of up to 32.
+  which the executor runs in batches of up to 32;
+- ``pkt_reduce``: p pairs at once, one CTA pushing m packet windows, one reducing them with
+  its own input (a latency-regime consumer, alone and crowded).
 
     PYTHONPATH=. python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
 
@@ -101,6 +103,21 @@ def packets(k: int, n: int) -> Schedule:
                     0, k * n, 1, 2)
 
 
+def pkt_reduce(m: int, n: int, p: int) -> Schedule:
+    """p push/reduce pairs at once: CTA 2b pushes its n input bytes into m packet windows
+    (one PutPackets run), CTA 2b + 1 reduces the m windows and its own n input bytes (the
+    shape of a latency-regime AllReduce consumer, alone and crowded)."""
+    progs = []
+    for b in range(p):
+        win = lambda j: Ref(0, "packets", (b * m + j) * n)  # noqa: E731
+        push = tuple(PutPackets(Ref(0, "input", b * n), win(j), n, 1) for j in range(m))
+        red = tuple(WaitPackets(win(j), n, 1) for j in range(m)) + (
+            Reduce(tuple(win(j) for j in range(m)) + (Ref(0, "input", (p + b) * n),),
+                   (Ref(0, "output", b * n),), n, "fp32", "add"),)
+        progs += [Program(0, 2 * b, "push", push), Program(0, 2 * b + 1, "reduce", red)]
+    return Schedule(spec(2 * p * n, p * n), tuple(progs), 0, p * m * n, 1, 2)
+
+
 CASES = (
     [("copy_ops", dict(k=k, n=n), copy_ops(k, n)) for k in (1, 4, 16, 64) for n in (4 * KiB, 64 * KiB, 1 * MiB)]
     + [("reduce_ops", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (64 * KiB, 1 * MiB)
@@ -114,6 +131,8 @@ CASES = (
     + [("notify_ops", dict(k=k), notify_ops(k)) for k in (1, 8, 32, 64, 128, 256)]
     + [("wait_ops", dict(k=k), wait_ops(k)) for k in (1, 8, 32, 64, 128, 256)]
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
+    + [("pkt_reduce", dict(m=m, n=n, p=p), pkt_reduce(m, n, p))
+       for m, n, p in ((1, KiB, 1), (4, KiB, 1), (7, KiB, 1), (7, 8 * KiB, 1), (7, KiB, 8), (7, KiB, 64))]
 )
 
 

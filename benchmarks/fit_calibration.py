@@ -22,7 +22,9 @@ reduction) keep their priors. The fits:
 - where the ``loaded`` runs exist (32 CTAs at once, data in HBM), the per-CTA copy, store
   and reduce rates come from them instead: collectives run many CTAs at once;
 - ``packet_gbps``: the largest push/unpack pairs (push-bound); ``packet_read_gbps`` /
-  ``packet_read_us``: the smaller ones (unpack-bound), step - s = read + n / rate.
+  ``packet_read_us``: the smaller ones (unpack-bound), step - s = read + n / rate;
+- ``packet_src_us``: one CTA reducing m packet sources, the slope against m less the
+  bytes read.
 
 The executor-derived parameters of the other GPUs' files (same executor, or rates in
 proportion to their copy rate) are rewritten from the new H200 values (:func:`derive`).
@@ -186,12 +188,22 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8) -> dict[st
         how = f"push/unpack pairs, the {len(pk) - 1} smaller unpack-bound: step - s = read + n / rate"
         out["packet_read_gbps"] = (1e-3 / per, f"{how}: rate")
         out["packet_read_us"] = (max(0.0, read), f"{how}: read")
+        # One reducing CTA alone with m packet sources of n bytes: each further source
+        # costs the slope of t against m, less reading its n bytes.
+        pr = [(r["m"], med(r["us_per_call"])) for r in rows if r["case"] == "pkt_reduce" and r["p"] == 1
+              and r["n"] == min(x["n"] for x in rows if x["case"] == "pkt_reduce")]
+        if len(pr) >= 2:
+            n = min(r["n"] for r in rows if r["case"] == "pkt_reduce")
+            _, slope = line(*zip(*pr))
+            out["packet_src_us"] = (max(0.0, slope - n * per), f"one CTA reducing m = {sorted(m for m, _ in pr)} "
+                                    f"packet sources of {n} B (pkt_reduce, p = 1): slope of t vs m less n / read rate")
     return out
 
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
 SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
+                 "packet_src_us",
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")

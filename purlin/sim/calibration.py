@@ -111,9 +111,9 @@ class Calibration:
     packet_read_us : float
         Extra start-up of a Copy or Reduce that reads packets: the first packets' load
         round trip and tag check come before any store.
-    packet_read_batch : float
-        How many packet sources of a Reduce the executor loads and checks together: each
-        further batch pays ``packet_read_us`` again.
+    packet_src_us : float
+        Extra start-up per packet source of a Reduce beyond the first: its loads overlap
+        the first source's round trip, its tag checks and accumulation do not.
     wait_check_us : float
         Time a Wait costs when its flag is already there (the acquire load); a Wait
         that blocks pays the signal's latency instead. A WaitPackets costs nothing of
@@ -155,7 +155,7 @@ class Calibration:
     packet_gbps: float
     packet_read_gbps: float
     packet_read_us: float
-    packet_read_batch: float
+    packet_src_us: float
     hbm_efficiency: float
     l2_resident_mib: float
     l2_speedup: float
@@ -186,7 +186,7 @@ class Calibration:
 
 
 _TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_read_batch",
+        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us",
         "hbm_efficiency", "l2_resident_mib", "l2_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)

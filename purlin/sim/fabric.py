@@ -22,7 +22,7 @@ time). How an instruction maps on them, for an issuing CTA on rank ``c``:
   8 payload bytes (weight 2): that is the packet format of the IR, not a hardware number.
   The CTA builds packets at ``packet_gbps``; a Copy or Reduce reading packets reads
   them at ``packet_read_gbps`` (weight 2 on the window's memory) and starts
-  ``packet_read_us`` later per ``packet_read_batch`` packet sources.
+  ``packet_read_us`` later, plus ``packet_src_us`` per further packet source.
 
 Each link weight is divided by the Atom's ``wire_efficiency`` (protocol overhead, e.g.
 of in-switch reduction); HBM weights are not.
@@ -225,9 +225,8 @@ class Fabric:
             pre = cost.op_start_us + max((self.latency_us(c, s) + self.latency_us(s, c)
                                           for s in srcs if not self.same_gpu(s, c)),
                                          default=0.0)
-            if any(pkt_src):   # one load round trip and tag check per batch of packet sources
-                batches = -(-sum(pkt_src) // max(1, int(self.cal.packet_read_batch)))
-                pre += self.cal.packet_read_us * batches
+            if any(pkt_src):   # the first packets' round trip, then each further source's checks
+                pre += self.cal.packet_read_us + self.cal.packet_src_us * (sum(pkt_src) - 1)
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
 
             def read_rate(s: int, pk: bool, local: float) -> float:

@@ -96,15 +96,22 @@ def test_gpu_summaries_match_their_targets_fields():
 
 def test_simulator_reproduces_the_executor_microbenchmarks():
     """The calibrated simulator against the microbenchmarks it was fit from, and against
-    the ones it was not (the smaller single push/unpack pairs test the packet model)."""
+    the ones it was not (the smaller single push/unpack pairs test the packet model). The
+    crowded and larger packet reduces are gaps the model has no term for: bounded here,
+    so that a change in them shows."""
     import validate
     errs = validate.microbenchmark_errors()
-    assert len(errs) >= 70
-    assert statistics.median(abs(e) for e in errs.values()) < 0.05
+    gaps = validate.known_gaps(errs)
+    rest = [abs(e) for k, e in errs.items() if k not in gaps]
+    assert len(errs) >= 76 and len(gaps) == 3
+    assert statistics.median(rest) < 0.05
     held = validate.held_out(errs)
     assert len(held) == 2 and max(abs(e) for e in held) < 0.10
+    alone = [e for (name, p), e in errs.items() if name == "pkt_reduce" and (name, p) not in gaps]
+    assert len(alone) == 3 and max(abs(e) for e in alone) < 0.07   # m = 1, 4, 7 sources (fit)
+    assert all(abs(e) < 0.20 for e in gaps.values())
     committed = load("h200-validation.json")["summary"]["microbenchmarks"]
-    assert committed["median_abs_err"] == pytest.approx(statistics.median(abs(e) for e in errs.values()))
+    assert committed["median_abs_err"] == pytest.approx(statistics.median(rest))
 
 
 def test_loopback_codesign_table_follows_the_committed_crossover():
