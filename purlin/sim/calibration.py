@@ -126,6 +126,9 @@ class Calibration:
         batch: one release fence (one poll round trip) for all of them.
     hbm_efficiency : float
         Fraction of the topology's ``hbm_bandwidth_gbps`` a stream of copies attains.
+    hbm_knee : float
+        How softly memory saturates (see :mod:`purlin.sim.fluid`): with demand D and
+        capacity H it delivers (D^-k + H^-k)^(-1/k); 0 is a hard min(D, H).
     l2_resident_mib : float
         A call whose buffers on a GPU (inputs, outputs, staging, packet windows) fit in
         this many MiB finds them in the L2 cache when calls repeat (as in a CUDA graph).
@@ -157,6 +160,7 @@ class Calibration:
     packet_read_us: float
     packet_src_us: float
     hbm_efficiency: float
+    hbm_knee: float
     l2_resident_mib: float
     l2_speedup: float
     link_efficiency: float
@@ -187,7 +191,7 @@ class Calibration:
 
 _TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
         "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us",
-        "hbm_efficiency", "l2_resident_mib", "l2_speedup", "link_efficiency")
+        "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""

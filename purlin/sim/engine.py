@@ -131,7 +131,7 @@ class _Run:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
         self.env = simpy.Environment()
         self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
-        self.model = FluidModel(self.fabric.capacities_Bpus)
+        self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
         self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
         self.waiters: dict[tuple[int, int], list] = defaultdict(list)
         self.packets: dict[tuple[int, int], list[list[int]]] = defaultdict(list)

@@ -109,6 +109,8 @@ class Fabric:
         self.names = names
         self.index = {n: i for i, n in enumerate(names)}
         self.capacities_Bpus = np.asarray(caps, dtype=float)
+        # memory saturates softly, links hard
+        self.knees = np.asarray([0.0] * len(topology.links) + [calibration.hbm_knee] * len(topology.gpus))
         self._gpu = [topology.gpu_of(r).name for r in range(topology.world)]
         self._route: dict[tuple[int, int], tuple[int, ...]] = {}
         self._lat: dict[tuple[int, int], float] = {}

@@ -7,7 +7,12 @@ rate is also bounded by a private ``cap`` (the issuing CTA's own rate).
 
 Rates are the weighted max-min fair allocation (progressive filling): every unfrozen
 flow's rate rises by the same amount until a resource saturates or a flow reaches its
-cap; those flows freeze; repeat. Rates change only when a flow starts or ends, so
+cap; those flows freeze; repeat. A resource may saturate softly (``knee`` k > 0): with
+demand D (the sum of its flows' weighted caps) and capacity H it delivers
+(D^-k + H^-k)^(-1/k) rather than min(D, H), so its flows slow down before it is full
+(memory does: requests queue as utilisation rises); each flow runs at its fair rate
+times the smallest such factor on its path. Flows without a cap add no finite demand:
+a resource they cross keeps its hard limit. Rates change only when a flow starts or ends, so
 between those moments every flow runs at a constant rate, and the model jumps straight
 to the next completion. Nothing here is per byte, and nothing here knows simpy: the
 engine asks :meth:`FluidModel.next_finish_us`, advances time, and pops finished flows.
@@ -37,6 +42,8 @@ class FluidModel:
     ----------
     capacities_Bpus : sequence of float
         Capacity of each resource in bytes per microsecond, indexed 0..R-1.
+    knee : sequence of float, optional
+        Soft-saturation exponent of each resource (0: a hard limit, the default).
 
     Examples
     --------
@@ -51,10 +58,15 @@ class FluidModel:
     20.0
     """
 
-    def __init__(self, capacities_Bpus: Sequence[float]) -> None:
+    def __init__(self, capacities_Bpus: Sequence[float], knee: Sequence[float] | None = None) -> None:
         caps = np.asarray(capacities_Bpus, dtype=float)
         if caps.ndim != 1 or (caps <= 0).any() or not np.isfinite(caps).all():
             raise ValueError("capacities must be a 1-D array of finite positive numbers")
+        kn = np.zeros(len(caps)) if knee is None else np.asarray(knee, dtype=float)
+        if kn.shape != caps.shape or (kn < 0).any() or not np.isfinite(kn).all():
+            raise ValueError("knee must give a finite exponent >= 0 for every resource")
+        self.knee = np.append(kn, 0.0)
+        self._soft = bool((kn > 0).any())
         self.num_resources = len(caps)
         self._dummy = len(caps)
         self.capacity = np.append(caps, np.inf)
@@ -83,7 +95,7 @@ class FluidModel:
             idx[:old, :oldk] = self.idx
             w[:old, :oldk] = self.w
         self.idx, self.w = idx, w
-        for name in ("remaining", "rate", "cap", "nbytes"):
+        for name in ("remaining", "rate", "speed", "cap", "nbytes"):
             arr = np.zeros(slots)
             if old:
                 arr[:old] = getattr(self, name)
@@ -115,7 +127,7 @@ class FluidModel:
         self.w[s, k:] = 0.0
         self.remaining[s] = nbytes
         self.nbytes[s] = nbytes
-        self.rate[s] = 0.0
+        self.rate[s] = self.speed[s] = 0.0
         self.cap[s] = cap
         self.active[s] = True
         self._active_count += 1
@@ -125,7 +137,7 @@ class FluidModel:
 
     def rate_of(self, slot: int) -> float:
         """Current rate of a flow in bytes per microsecond."""
-        return float(self.rate[slot])
+        return float(self.speed[slot])
 
     @property
     def active_count(self) -> int:
@@ -142,7 +154,7 @@ class FluidModel:
         dt = now_us - self.now_us
         if dt > 0 and self._active_count:
             act = self._act()
-            self.remaining[act] -= self.rate[act] * dt
+            self.remaining[act] -= self.speed[act] * dt
         self.now_us = max(self.now_us, now_us)
 
     def next_finish_us(self) -> float:
@@ -151,7 +163,7 @@ class FluidModel:
             return float("inf")
         act = self._act()
         with np.errstate(divide="ignore"):
-            t = self.remaining[act] / self.rate[act]
+            t = self.remaining[act] / self.speed[act]
         return self.now_us + max(float(t.min()), 0.0)
 
     def pop_finished(self, eps_us: float = TIME_EPS_US) -> list[int]:
@@ -160,7 +172,7 @@ class FluidModel:
         if not self._active_count:
             return []
         act = self._act()
-        done = act[self.remaining[act] <= self.rate[act] * eps_us + 1e-9]
+        done = act[self.remaining[act] <= self.speed[act] * eps_us + 1e-9]
         if len(done):
             np.add.at(self.bytes_on, self.idx[done].ravel(),
                       (self.w[done] * self.nbytes[done, None]).ravel())
@@ -172,7 +184,7 @@ class FluidModel:
                 np.add.at(self._rem, self.idx[done].ravel(),
                           (self.w[done] * self.rate[done, None]).ravel())
             self.active[done] = False
-            self.rate[done] = 0.0
+            self.rate[done] = self.speed[done] = 0.0
             self._active_count -= len(done)
             self._free.extend(int(s) for s in done[::-1])
             self._act_cache = None
@@ -193,8 +205,25 @@ class FluidModel:
             return
         if not full and self._fits(added):
             self.shortcuts += 1
+        else:
+            self._progressive_fill()
+        self._slow_down()
+
+    def _slow_down(self) -> None:
+        """Effective speeds: fair rates times the soft-saturation factor of the worst
+        resource on each flow's path (all 1 where every knee is 0)."""
+        act = self._act()
+        if not self._soft:
+            self.speed[act] = self.rate[act]
             return
-        self._progressive_fill()
+        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
+        demand = np.bincount(idx.ravel(), (w * cap[:, None]).ravel(), minlength=len(self.capacity))
+        k, h = self.knee, self.capacity
+        factor = np.ones(len(h))
+        soft = (k > 0) & (demand > 0) & np.isfinite(demand)
+        d, hh, kk = demand[soft], h[soft], k[soft]
+        factor[soft] = (d ** -kk + hh ** -kk) ** (-1.0 / kk) / np.minimum(d, hh)
+        self.speed[act] = self.rate[act] * factor[idx].min(axis=1)
 
     def _fits(self, added: list[int]) -> bool:
         slots = [s for s in added if self.active[s]]

@@ -33,16 +33,17 @@ def load(name):
 
 
 def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
+    """h200.json is what fit_calibration.py makes of the committed raw files: the memory
+    knee it picks and every measured parameter at that knee."""
     import fit_calibration as fc
     raw = load("h200-calibration-raw.json")
     ex = load("h200-executor-calibration-raw.json")
-    fitted = fc.fit(raw, load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps)
-    cal = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())["parameters"]
-    fitted.update(fc.fit_executor(ex, int(cal["signal_batch"]["value"]), int(cal["packet_batch"]["value"])))
     hbm = load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps
-    fitted["l2_speedup"] = fc.fit_l2(ex, fitted, hbm, cal["l2_resident_mib"]["value"])
-    hop = fitted.pop("signal_hop_us")[0]
-    fitted["signal_latency_us"] = (max(0.05, hop - fitted["notify_issue_us"][0]), "")
+    doc = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())
+    cal = doc["parameters"]
+    knee, fitted, _ = fc.fit_knee(raw, ex, doc, hbm, "test")
+    assert knee == cal["hbm_knee"]["value"] == 4.0 and fitted.pop("hbm_knee")[0] == knee
+    assert fitted == fc.fit_all(raw, ex, cal, hbm, knee)
     for key, (value, _) in fitted.items():
         assert cal[key]["provenance"] == "measured", key
         assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key

@@ -118,3 +118,33 @@ def test_capped_flows_on_spare_capacity_take_the_shortcut():
     m.recompute()                                  # would saturate the link: full recompute
     assert m.shortcuts == 2
     assert (m.rate_of(a), m.rate_of(b), m.rate_of(c)) == pytest.approx((30.0, 30.0, 40.0))
+
+
+def test_soft_knee_slows_flows_as_demand_nears_capacity():
+    """Demand equal to capacity delivers 2^(-1/k) of it; demand far below, almost all of
+    the caps; far above, almost the capacity; a hard resource (knee 0) is unchanged."""
+    def total(caps, knee):
+        m = FluidModel([100.0], [knee])
+        slots = [m.add([0], [1.0], cap=c, nbytes=1e6) for c in caps]
+        m.recompute()
+        return sum(m.rate_of(s) for s in slots)
+    assert total([50.0, 50.0], 4.0) == pytest.approx(100.0 * 2 ** -0.25)
+    assert total([5.0, 5.0], 4.0) == pytest.approx((10.0 ** -4 + 100.0 ** -4) ** -0.25)
+    assert total([5.0, 5.0], 4.0) > 9.99
+    assert total([500.0, 500.0], 4.0) == pytest.approx((1000.0 ** -4 + 100.0 ** -4) ** -0.25)
+    assert total([50.0, 50.0], 0.0) == pytest.approx(100.0)
+
+
+def test_soft_knee_times_the_finish():
+    m = FluidModel([100.0], [4.0])
+    a = m.add([0], [1.0], cap=100.0, nbytes=1000.0)
+    m.recompute()
+    assert m.rate_of(a) == pytest.approx(100.0 * 2 ** -0.25)
+    assert m.next_finish_us() == pytest.approx(1000.0 / (100.0 * 2 ** -0.25))
+
+
+def test_knee_must_be_a_finite_exponent_per_resource():
+    with pytest.raises(ValueError, match="knee"):
+        FluidModel([100.0, 50.0], [4.0])
+    with pytest.raises(ValueError, match="knee"):
+        FluidModel([100.0], [-1.0])
