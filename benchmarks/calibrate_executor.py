@@ -136,6 +136,18 @@ CASES = (
 )
 
 
+def case_key(name: str, params: dict) -> tuple:
+    """How a case is named in the results: its name and sorted parameters."""
+    return (name, tuple(sorted(params.items())))
+
+
+def measured(raw: dict) -> dict[tuple, float]:
+    """case_key -> median us per call, from a results file of this script."""
+    import statistics
+    return {case_key(r["case"], {k: v for k, v in r.items() if k not in ("case", "us_per_call")}):
+            statistics.median(r["us_per_call"]) for r in raw["raw"]}
+
+
 def main() -> None:
     from gpu_common import cupy, header, median, time_graph, write
 

@@ -89,13 +89,6 @@ def fit(raw: dict, hbm_nominal_gbps: float) -> dict[str, tuple[float, str]]:
     return out
 
 
-def knee_factor(demand: float, capacity: float, k: float) -> float:
-    """What a softly saturating memory delivers over the hard min (purlin.sim.fluid)."""
-    if k <= 0 or demand <= 0:
-        return 1.0
-    return (demand ** -k + capacity ** -k) ** (-1.0 / k) / min(demand, capacity)
-
-
 def unknee(rate: float, ctas: int, weight: float, capacity: float, k: float) -> float:
     """The per-CTA cap that, with ``ctas`` such CTAs sharing a memory of ``capacity`` that
     saturates with exponent k, runs at the measured ``rate`` (B/us, ``weight`` memory
@@ -321,10 +314,9 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str) -> tuple[fl
     from purlin.sim.calibration import parse_calibration
     from purlin.topology import load_topology
     topo = load_topology("h200-loopback", world=1)
-    meas = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "us_per_call")))):
-            statistics.median(r["us_per_call"]) for r in ex["raw"]}
+    meas = ce.measured(ex)
     cases = [(key, s) for name, p, s in ce.CASES
-             if (key := (name, tuple(sorted(p.items())))) in meas and name == "ctas" and p["n"] >= 1 << 22]
+             if (key := ce.case_key(name, p)) in meas and name == "ctas" and p["n"] >= 1 << 22]
     best = None
     for k in KNEES:
         fitted = fit_all(raw, ex, doc["parameters"], hbm, k)

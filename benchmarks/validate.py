@@ -184,13 +184,11 @@ def microbenchmark_errors(calibration: str = "h200") -> dict[tuple, float]:
 
     from purlin.sim import simulate
     from purlin.topology import load_topology
-    raw = json.loads((RESULTS / "h200-executor-calibration-raw.json").read_text())["raw"]
-    measured = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "us_per_call")))):
-                statistics.median(r["us_per_call"]) for r in raw}
+    measured = ce.measured(json.loads((RESULTS / "h200-executor-calibration-raw.json").read_text()))
     topo = load_topology("h200-loopback", world=1)
     errs = {}
     for name, params, s in ce.CASES:
-        key = (name, tuple(sorted(params.items())))
+        key = ce.case_key(name, params)
         if key in measured:
             errs[key] = (simulate(s, topo, calibration, record=False).time_us - measured[key]) / measured[key]
     return errs
