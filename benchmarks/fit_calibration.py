@@ -24,7 +24,10 @@ reduction) keep their priors. The fits:
 - ``packet_gbps``: the largest push/unpack pairs (push-bound); ``packet_read_gbps`` /
   ``packet_read_us``: the smaller ones (unpack-bound), step - s = read + n / rate;
 - ``packet_src_us``: one CTA reducing m packet sources, the slope against m less the
-  bytes read.
+  bytes read;
+- ``hbm_knee``: how softly memory saturates, the exponent whose whole fit best
+  reproduces c = 1 .. 128 CTAs copying 4 MiB each (the loaded rates are taken back to
+  the uncontended caps that, at that exponent, ran as measured).
 
 The executor-derived parameters of the other GPUs' files (same executor, or rates in
 proportion to their copy rate) are rewritten from the new H200 values (:func:`derive`).
