@@ -38,7 +38,7 @@ typedef unsigned int u32;
 
 // The big Atom loops are inlined into their callers: out of line, every call saved and
 // restored registers through local memory, and the 8 KiB AllReduce went from 8.7 to
-// 12.2 us on the H200 (an experiment of 2026-11-29, not kept).
+// 12.2 us on the H200 (benchmarks/results/experiments-2026-11-29/).
 #define PURLIN_ATOM_FN __forceinline__
 
 enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2, DT_INT32 = 3 };
@@ -621,10 +621,10 @@ __device__ void cta_put_packets(const char* src, char* window, i64 off, i64 nbyt
 // over all the CTA's threads (vector t of the run: instruction k, vector j), U per thread
 // loaded before the first store. One thread per vector of every instruction, rather than
 // one thread walking all of them: a thread holding eight vectors made ptxas spill, and the
-// run cost grew with its length (h200-diagnose.json, interp put1k).
+// run cost grew with its length (benchmarks/results/experiments-2026-11-29/, interp put1k).
 // dsts[i] is the physical address of instruction i's first packet.
 #ifndef PURLIN_PUT_UN
-#define PURLIN_PUT_UN 1   // vectors per thread in flight (2: 8.0 us for the 8 KiB AllReduce, 1: 7.9)
+#define PURLIN_PUT_UN 1   // vectors per thread in flight (2 was slower: experiments-2026-11-29/)
 #endif
 template <bool GPU>
 __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, const i64* nbytes,

@@ -150,9 +150,9 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 #define GPU_SCOPE ((flags & 1) != 0)
   // The loop's state lives in shared memory, not registers: with every Atom inlined the
   // allocator spills what lives across the loop, and a local store followed by its load
-  // costs an L2 round trip (h200-diagnose.json, interp: 0.3 us per NOP while the record
-  // index was spilled). Each thread keeps its own next record index, so stepping needs
-  // no barrier; thread 0 keeps the trace stamps.
+  // costs an L2 round trip (0.3 us per NOP while the record index was spilled:
+  // benchmarks/results/experiments-2026-11-29/). Each thread keeps its own next record
+  // index, so stepping needs no barrier; thread 0 keeps the trace stamps.
   __shared__ int s_next[PURLIN_THREADS];
   __shared__ int s_pc0;
   __shared__ u64 s_t_in;
