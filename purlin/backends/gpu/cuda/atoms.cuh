@@ -53,35 +53,31 @@ template <> struct VecT<4> { typedef V4 T; };
 template <> struct VecT<16> { typedef V16 T; };
 template <> struct VecT<32> { typedef V32 T; };
 
-// 16-byte load asking L2 to fetch the whole 256-byte block (streams of reads).
-__device__ __forceinline__ void ldv_l2(V16& r, const void* p) {
-  asm volatile("ld.global.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
-}
+// 16-byte vector loads and stores, one function per PTX cache qualifier.
+#define PURLIN_LDV16(name, qual)                                                            \
+  __device__ __forceinline__ void name(V16& r, const void* p) {                              \
+    asm volatile("ld.global" qual ".v4.u32 {%0,%1,%2,%3}, [%4];"                             \
+                 : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));         \
+  }
+#define PURLIN_STV16(name, qual)                                                            \
+  __device__ __forceinline__ void name(void* p, const V16& r) {                              \
+    asm volatile("st.global" qual ".v4.u32 [%0], {%1,%2,%3,%4};"                             \
+                 :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");  \
+  }
+// Loads asking L2 to fetch the whole 256-byte block (streams of reads).
+PURLIN_LDV16(ldv_l2, ".L2::256B")
 template <class Vec> __device__ __forceinline__ void ldv_l2(Vec& r, const void* p) { ldv(r, p); }
-// Streaming (evict-first) 16-byte load and store: a copy's bytes are touched once.
-__device__ __forceinline__ void ldv_cs(V16& r, const void* p) {
-  asm volatile("ld.global.cs.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
-}
-__device__ __forceinline__ void stv_cs(void* p, const V16& r) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};"
-               :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");
-}
+// Streaming (evict-first) loads and stores: a copy's bytes are touched once.
+PURLIN_LDV16(ldv_cs, ".cs.L2::256B")
+PURLIN_STV16(stv_cs, ".cs")
 template <class Vec> __device__ __forceinline__ void ldv_cs(Vec& r, const void* p) { ldv(r, p); }
 template <class Vec> __device__ __forceinline__ void stv_cs(void* p, const Vec& r) { stv(p, r); }
 
 // V4: the fallback for Refs that are not 16-byte aligned.
 __device__ __forceinline__ void ldv(V4& r, const void* p) { r.w[0] = *(const volatile u32*)p; }
 __device__ __forceinline__ void stv(void* p, const V4& r) { *(u32*)p = r.w[0]; }
-__device__ __forceinline__ void ldv(V16& r, const void* p) {
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
-}
-__device__ __forceinline__ void stv(void* p, const V16& r) {
-  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};"
-               :: "l"(p), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]) : "memory");
-}
+PURLIN_LDV16(ldv, "")
+PURLIN_STV16(stv, "")
 #if __CUDA_ARCH__ >= 1000
 // Blackwell: one 256-bit access per thread (ld/st .v8.b32, PTX 8.8).
 __device__ __forceinline__ void ldv(V32& r, const void* p) {
