@@ -90,27 +90,31 @@ class Fabric:
         Resource id per index (links first, then HBMs).
     capacities_Bpus : numpy.ndarray
         Capacity per index in bytes per microsecond, efficiencies applied.
+    knees : numpy.ndarray
+        Soft-saturation exponent per index (:mod:`purlin.sim.fluid`): ``hbm_knee`` for
+        memories, 0 (a hard limit) for links.
     """
 
     def __init__(self, topology: Topology, calibration: Calibration,
                  footprint: dict[str, int] | None = None) -> None:
         self.topology = topology
         self.cal = calibration
-        names, caps = [], []
+        names, caps, knees = [], [], []   # memory saturates softly, links hard
         for link in topology.links:
             names.append(link.id)
             caps.append(link.bandwidth_gbps * calibration.link_efficiency * GBPS_TO_BPUS)
+            knees.append(0.0)
         l2 = calibration.l2_resident_mib * (1 << 20)
         for gpu in topology.gpus:   # a call whose buffers fit in L2 finds them there
             cached = footprint is not None and 0 < footprint.get(gpu.name, 0) <= l2
             names.append(f"{gpu.name}.hbm")
             caps.append(gpu.hbm_bandwidth_gbps * calibration.hbm_efficiency * GBPS_TO_BPUS
                         * (calibration.l2_speedup if cached else 1.0))
+            knees.append(calibration.hbm_knee)
         self.names = names
         self.index = {n: i for i, n in enumerate(names)}
         self.capacities_Bpus = np.asarray(caps, dtype=float)
-        # memory saturates softly, links hard
-        self.knees = np.asarray([0.0] * len(topology.links) + [calibration.hbm_knee] * len(topology.gpus))
+        self.knees = np.asarray(knees, dtype=float)
         self._gpu = [topology.gpu_of(r).name for r in range(topology.world)]
         self._route: dict[tuple[int, int], tuple[int, ...]] = {}
         self._lat: dict[tuple[int, int], float] = {}
