@@ -16,6 +16,9 @@ measure exactly the costs the simulator charges per instruction:
   which the executor runs in batches of up to 32;
 - ``pkt_reduce``: p pairs at once, one CTA pushing m packet windows, one reducing them with
   its own input (a latency-regime consumer, alone and crowded).
+- ``copy_shifted``: copy_ops with destinations off a 512-byte boundary (V-block offsets);
+- ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
+  inside a run).
 
     PYTHONPATH=. python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
 
@@ -103,6 +106,20 @@ def packets(k: int, n: int) -> Schedule:
                     0, k * n, 1, 2)
 
 
+def copy_shifted(k: int, n: int) -> Schedule:
+    """copy_ops with every destination 16 bytes past a 512-byte boundary (a V block's
+    offset): the executor first copies the bytes up to the boundary (PURLIN_DST_ALIGN)."""
+    ins = tuple(Copy(Ref(0, "input", i * n), (Ref(0, "output", i * n + 16),), n) for i in range(k))
+    return Schedule(spec(k * n, k * n + 16), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
+def put_ops(k: int, n: int) -> Schedule:
+    """One CTA issuing k PutPackets of n bytes into k windows, nobody reading them: the cost
+    of a put inside a run (the executor runs up to 8 in a row together)."""
+    push = tuple(PutPackets(Ref(0, "input", 0), Ref(0, "packets", i * n), n, 1) for i in range(k))
+    return Schedule(spec(n, 0), (Program(0, 0, "push", push),), 0, k * n, 1, 2)
+
+
 def pkt_reduce(m: int, n: int, p: int) -> Schedule:
     """p push/reduce pairs at once: CTA 2b pushes its n input bytes into m packet windows
     (one PutPackets run), CTA 2b + 1 reduces the m windows and its own n input bytes (the
@@ -133,6 +150,8 @@ CASES = (
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
     + [("pkt_reduce", dict(m=m, n=n, p=p), pkt_reduce(m, n, p))
        for m, n, p in ((1, KiB, 1), (4, KiB, 1), (7, KiB, 1), (7, 8 * KiB, 1), (7, KiB, 8), (7, KiB, 64))]
+    + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
+    + [("copy_shifted", dict(k=k, n=n), copy_shifted(k, n)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
 )
 
 

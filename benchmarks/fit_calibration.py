@@ -25,6 +25,12 @@ reduction) keep their priors. The fits:
   ``packet_read_us``: the smaller ones (unpack-bound), step - s = read + n / rate;
 - ``packet_src_us``: one CTA reducing m packet sources, the slope against m less the
   bytes read;
+- ``packet_crowd_us``: p push/reduce pairs at once against one pair, per doubling of
+  the CTAs that use packets;
+- ``packet_put_us``: one CTA's k PutPackets (put_ops) against one, less the batch starts
+  and the bytes at the packet rate (which is fit less this cost, twice round);
+- ``copy_head_us``: copies to destinations off the executor's alignment boundary
+  (copy_shifted) against the same aligned copies;
 - ``hbm_knee``: how softly memory saturates, the exponent whose whole fit best
   reproduces c = 1 .. 128 CTAs copying 4 MiB each (the loaded rates are taken back to
   the uncontended caps that, at that exponent, ran as measured).
@@ -198,10 +204,16 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8, knee: floa
         # smaller single pairs.
         (n1, t1), (nk, stepk) = one, pk[-1]
         a = np.asarray([n1, nk], float)
-        b = np.asarray([t1 - start, stepk - start / batch_p], float)
-        inv = float(a @ b / (a @ a))
+        put_us, how_put = 0.0, ""
+        for _ in range(2):   # the rate less each put's own cost, that cost at this rate
+            b = np.asarray([t1 - start - put_us, stepk - start / batch_p - put_us], float)
+            inv = float(a @ b / (a @ a))
+            put_us, how_put = fit_put(rows, start, inv, batch_p)
         out["packet_gbps"] = (1e-3 / inv, f"the largest push/unpack pairs ({n1} B alone, {nk} B in k steps), "
-                                          f"push-bound: least squares n / rate = t - s (alone), step - s / batch")
+                                          f"push-bound: least squares n / rate = t - s - put (alone), "
+                                          f"step - s / batch - put")
+        if how_put:
+            out["packet_put_us"] = (put_us, how_put)
         read, per = line(*zip(*((n, t - start) for n, t in pk[:-1])))
         how = f"push/unpack pairs, the {len(pk) - 1} smaller unpack-bound: step - s = read + n / rate"
         out["packet_read_gbps"] = (1e-3 / per, f"{how}: rate")
@@ -215,13 +227,52 @@ def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8, knee: floa
             _, slope = line(*zip(*pr))
             out["packet_src_us"] = (max(0.0, slope - n * per), f"one CTA reducing m = {sorted(m for m, _ in pr)} "
                                     f"packet sources of {n} B (pkt_reduce, p = 1): slope of t vs m less n / read rate")
+        # p such pairs at once (2p CTAs using packets) over one pair, same m and n: each
+        # doubling of the packet CTAs beyond two adds the same to the reduce's start.
+        t = {(r["m"], r["n"], r["p"]): med(r["us_per_call"]) for r in rows if r["case"] == "pkt_reduce"}
+        crowd = [(np.log2(p), us - t[m, n, 1]) for (m, n, p), us in t.items() if p > 1 and (m, n, 1) in t]
+        if crowd:
+            x = sum(a * b for a, b in crowd) / sum(a * a for a, _ in crowd)
+            out["packet_crowd_us"] = (max(0.0, x), f"p push/reduce pairs at once over one pair (pkt_reduce, "
+                                      f"p = {sorted(int(2 ** a) for a, _ in crowd)}): log2(p) x, least squares")
+    head = fit_copy_head(rows)
+    if head:
+        out["copy_head_us"] = head
     return out
+
+
+def fit_put(rows: list, start: float, inv: float, batch_p: int) -> tuple[float, str]:
+    """``packet_put_us``: one CTA's k PutPackets of n bytes (put_ops), over k = 1 of the
+    same n, less the batch starts and the bytes at the packet rate: (k - 1) puts' own
+    cost, least squares through zero."""
+    t = {(r["k"], r["n"]): statistics.median(r["us_per_call"]) for r in rows if r["case"] == "put_ops"}
+    pts = [(k - 1, t[k, n] - t[1, n] - (-(-k // batch_p) - 1) * start - (k - 1) * n * inv)
+           for k, n in t if k > 1 and (1, n) in t]
+    if not pts:
+        return 0.0, ""
+    x = sum(a * b for a, b in pts) / sum(a * a for a, _ in pts)
+    return max(0.0, x), (f"one CTA's k PutPackets of n bytes ({len(pts)} runs, k > 1) less k = 1, the "
+                         f"batch starts and n / packet rate: (k - 1) x, least squares")
+
+
+def fit_copy_head(rows: list) -> tuple[float, str] | None:
+    """``copy_head_us``: k copies to destinations off the alignment boundary
+    (copy_shifted) less the same k aligned copies (copy_ops, same run): k x."""
+    med = statistics.median
+    aligned = {(r["k"], r["n"]): med(r["us_per_call"]) for r in rows if r["case"] == "copy_ops"}
+    pts = [(r["k"], med(r["us_per_call"]) - aligned[r["k"], r["n"]]) for r in rows
+           if r["case"] == "copy_shifted" and (r["k"], r["n"]) in aligned]
+    if not pts:
+        return None
+    x = sum(k * d for k, d in pts) / sum(k * k for k, _ in pts)
+    return max(0.0, x), (f"k copies to destinations 16 B past a 512 B boundary less k aligned ones "
+                         f"({len(pts)} (k, n) runs): k x, least squares")
 
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
 SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
-                 "packet_src_us",
+                 "packet_src_us", "packet_crowd_us", "packet_put_us", "copy_head_us",
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")

@@ -75,6 +75,12 @@ def main(argv=None) -> dict:
             configs.append(("sm_wide", ctas, -gchunk, 0))
             configs.append(("sm256_wide", 2 * ctas, -gchunk // 2, 0))
             configs.append(("sm", ctas, -gchunk, 0))
+    occ = {"occ2": k.fn("atom_copy_occ2"), "occ2u4": k.fn("atom_copy_occ2_u4")}   # 2 CTAs per SM
+    for ctas in (2 * sms, 4 * sms, 8 * sms):
+        for name in occ:
+            configs.append((name, ctas, 0, 0))
+            for gchunk in (64 << 10, 256 << 10):
+                configs.append((name, ctas, -gchunk, 0))
     for ctas in (4 * sms, 8 * sms, 16 * sms):      # 256 threads per CTA (blockDim is free)
         for gchunk in (32 << 10, 128 << 10):
             configs.append(("sm256", ctas, -gchunk, 0))
@@ -103,6 +109,9 @@ def main(argv=None) -> dict:
             if kind_name in flat:
                 chunk, fn = 0, flat[kind_name]
                 launch = lambda: fn((ctas,), (atomset.THREADS,), (src, dst, np.int64(n)))
+            elif kind_name in occ:
+                fn = occ[kind_name]
+                launch = lambda: fn((ctas,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(chunk)))
             elif kind_name.startswith("sm"):
                 suffix = kind_name.rsplit("_", 1)[1] if "_" in kind_name else ""
                 fn = {"l2": fl2, "cs": fcs, "wide": fwide}.get(suffix, fcopy)
@@ -125,6 +134,10 @@ def main(argv=None) -> dict:
         dst.fill(0)
         fcopy((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n), np.int64(((n + 2 * sms - 1) // (2 * sms) + 15) // 16 * 16)))
         assert bool(cp.array_equal(src[:n], dst[:n])), "atom_copy wrong"
+        for name, fn in occ.items():    # an odd size: a partial last step and the byte tail
+            dst.fill(0)
+            fn((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n - 13), np.int64(100016)))
+            assert bool(cp.array_equal(src[:n - 13], dst[:n - 13])) and int(dst[n - 13]) == 0, f"{name} wrong"
         for name, fn in flat.items():   # an odd size: the vector loop and the byte tail
             dst.fill(0)
             fn((2 * sms,), (atomset.THREADS,), (src, dst, np.int64(n - 13)))

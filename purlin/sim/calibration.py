@@ -114,6 +114,20 @@ class Calibration:
     packet_src_us : float
         Extra start-up per packet source of a Reduce beyond the first: its loads overlap
         the first source's round trip, its tag checks and accumulation do not.
+    packet_crowd_us : float
+        Extra start-up of a packet read per doubling of the call's CTAs that push or read
+        packets, beyond two: their polling crowds the memory system.
+    packet_put_us : float
+        What each PutPackets of a batch costs beyond its bytes: the batch's vectors are
+        spread over the CTA's threads, and each put's packets are a separate store run.
+    copy_head_us : float
+        Extra start-up of a Copy whose first destination is off a ``copy_align_bytes``
+        boundary (a V block's offset): the executor first copies the bytes up to the
+        boundary, one more memory round trip before the bulk.
+    copy_align_bytes : float
+        The destination alignment the executor's copies establish first (0: none).
+    copy_align_min_bytes : float
+        Copies shorter than this are not aligned first.
     wait_check_us : float
         Time a Wait costs when its flag is already there (the acquire load); a Wait
         that blocks pays the signal's latency instead. A WaitPackets costs nothing of
@@ -159,6 +173,11 @@ class Calibration:
     packet_read_gbps: float
     packet_read_us: float
     packet_src_us: float
+    packet_crowd_us: float
+    packet_put_us: float
+    copy_head_us: float
+    copy_align_bytes: float
+    copy_align_min_bytes: float
     hbm_efficiency: float
     hbm_knee: float
     l2_resident_mib: float
@@ -190,8 +209,8 @@ class Calibration:
 
 
 _TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us",
-        "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
+        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us", "packet_crowd_us", "packet_put_us",
+        "copy_head_us", "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""

@@ -22,8 +22,9 @@ If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 from __future__ import annotations
 
 import bisect
+import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Callable
 
 from purlin.errors import BackendUnavailable, Deadlock, ScheduleError
@@ -42,6 +43,21 @@ except ImportError:  # pragma: no cover - simpy is a declared dependency
     simpy = None
 
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
+
+
+def _reads(ins) -> tuple:
+    """The Refs a data instruction reads."""
+    return (ins.src,) if isinstance(ins, Copy) else ins.srcs if isinstance(ins, Reduce) else ()
+
+
+def _aligns_first(ins: Copy, cal: Calibration) -> bool:
+    """Whether the executor copies the bytes up to an aligned destination first: a plain
+    copy (16-byte aligned on both sides, not from packets) long enough, whose first
+    destination is off the boundary."""
+    align = int(cal.copy_align_bytes)
+    refs = (ins.src,) + ins.dsts
+    return (align > 0 and ins.nbytes >= cal.copy_align_min_bytes and ins.src.buffer != "packets"
+            and ins.dsts[0].offset % align != 0 and all(r.offset % 16 == 0 for r in refs))
 
 
 def simulate(schedule: Schedule, topology: Topology | str | None = None,
@@ -131,6 +147,14 @@ class _Run:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
         self.env = simpy.Environment()
         self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
+        # CTAs on each rank's GPU that push or read packets: their polling crowds a packet
+        # read (a cost per doubling, from CTAs sharing one GPU)
+        uses = lambda i: (isinstance(i, (PutPackets, WaitPackets))  # noqa: E731
+                          or any(r.buffer == "packets" for r in _reads(i)))
+        per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in schedule.programs
+                          if any(uses(i) for i in p.instrs))
+        self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
+                                for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
         self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
         self.waiters: dict[tuple[int, int], list] = defaultdict(list)
@@ -254,6 +278,7 @@ class _Run:
         sig_run, prev = 0, None   # consecutive Notifies (or Waits): a batch pays one fence (poll)
         sig_batch = max(1, int(cal.signal_batch))
         fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
+        crowded = False           # the crowd's cost is paid (on the CTA's first packet read)
         fused_since = 0.0
         for i, ins in enumerate(prog.instrs):
             self.pc[key] = i
@@ -272,6 +297,13 @@ class _Run:
                 pre = spec.pre_us
                 if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
                     pre = max(0.0, pre - cal.sm.op_start_us)
+                if kind is PutPackets:
+                    pre += cal.packet_put_us
+                elif not crowded and any(r.buffer == "packets" for r in _reads(ins)):
+                    pre += self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
+                    crowded = True
+                elif kind is Copy and _aligns_first(ins, cal):
+                    pre += cal.copy_head_us
                 if fused:   # its start-up (and first packet loads) ran while it waited
                     pre = max(0.0, pre - (env.now - fused_since))
                 self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)

@@ -120,7 +120,7 @@ LATENCY_MAX_SHARED = {
     "all_gather": ((2, 128 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB)),
     "reduce_scatter": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 128 * KiB)),
     "all_to_all": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
-    "all_gather_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 0)),
+    "all_gather_v": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 0)),
     "reduce_scatter_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 256 * KiB)),
     "all_to_all_v": ((2, 192 * KiB), (4, 384 * KiB), (1 << 30, 192 * KiB)),
 }

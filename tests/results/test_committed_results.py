@@ -98,18 +98,20 @@ def test_gpu_summaries_match_their_targets_fields():
 def test_simulator_reproduces_the_executor_microbenchmarks():
     """The calibrated simulator against the microbenchmarks it was fit from, and against
     the ones it was not (the smaller single push/unpack pairs test the packet model). The
-    crowded and larger packet reduces are gaps the model has no term for: bounded here,
-    so that a change in them shows."""
+    larger packet reduce is a gap the model has no term for: bounded here, so that a
+    change in it shows."""
     import validate
     errs = validate.microbenchmark_errors()
     gaps = validate.known_gaps(errs)
     rest = [abs(e) for k, e in errs.items() if k not in gaps]
-    assert len(errs) >= 76 and len(gaps) == 3
+    assert len(errs) >= 88 and len(gaps) == 1
     assert statistics.median(rest) < 0.05
     held = validate.held_out(errs)
     assert len(held) == 2 and max(abs(e) for e in held) < 0.10
-    alone = [e for (name, p), e in errs.items() if name == "pkt_reduce" and (name, p) not in gaps]
-    assert len(alone) == 3 and max(abs(e) for e in alone) < 0.07   # m = 1, 4, 7 sources (fit)
+    pkt = [e for (name, p), e in errs.items() if name == "pkt_reduce" and (name, p) not in gaps]
+    assert len(pkt) == 5 and max(abs(e) for e in pkt) < 0.08   # m = 1, 4, 7 alone; crowded (fit)
+    fit = [e for (name, p), e in errs.items() if name in ("put_ops", "copy_shifted")]
+    assert len(fit) == 12 and max(abs(e) for e in fit) < 0.10
     assert all(abs(e) < 0.20 for e in gaps.values())
     committed = load("h200-validation.json")["summary"]["microbenchmarks"]
     assert committed["median_abs_err"] == pytest.approx(statistics.median(rest))

@@ -77,7 +77,8 @@ def for_device(device: int) -> DeviceKernels:
         mod = cp.cuda.function.Module()
         mod.load(cubin)
         names = ["snac_run", "snac_run_pkt", "atom_copy", "atom_copy_l2", "atom_copy_cs", "atom_copy_wide",
-                 "atom_copy_flat4", "atom_reduce", "atom_copy_async", "empty_kernel",
+                 "atom_copy_flat4", "atom_copy_occ2", "atom_copy_occ2_u4", "atom_reduce", "atom_copy_async",
+                 "empty_kernel",
                  "flag_chain", "bump"]
         if atoms.tma:
             names += ["snac_run_tma", "atom_copy_tma"]

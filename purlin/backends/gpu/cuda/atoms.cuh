@@ -359,6 +359,31 @@ template <int SPLIT, class Vec> __device__ __forceinline__ void stv_s(char* p, c
   }
 }
 
+// One step of a plain copy: U vectors per thread (j = i, i + blockDim.x, ...) loaded, then
+// stored to every dst. GUARD: the last, partial step (vectors past nv skipped), its loads
+// still in flight together.
+template <int V, int HINT, int SPLIT, int U, bool GUARD>
+__device__ __forceinline__ void copy_step(const char* src, char* const* dsts, int ndst, i64 i, i64 nv) {
+  typename VecT<V>::T v[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const i64 j = i + u * (i64)blockDim.x;
+    if (GUARD && j >= nv) break;
+    if (HINT == 1) ldv_l2(v[u], src + j * V);
+    else if (HINT == 2) ldv_cs(v[u], src + j * V);
+    else ldv_s<SPLIT>(v[u], src + j * V);
+  }
+  for (int d = 0; d < ndst; ++d) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const i64 j = i + u * (i64)blockDim.x;
+      if (GUARD && j >= nv) break;
+      if (HINT == 2) stv_cs(dsts[d] + j * V, v[u]);
+      else stv_s<SPLIT>(dsts[d] + j * V, v[u]);
+    }
+  }
+}
+
 // HINT: 0 plain, 1 loads ask L2 for 256-byte blocks, 2 streaming loads and stores.
 // UN: vectors in flight per thread (0: the default for V). SPLIT: see ldv_s.
 template <int V, bool PKT, int HINT = 0, int UN = 0, int SPLIT = 0>
@@ -371,6 +396,10 @@ __device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* d
   bool ok = true;
   i64 i = threadIdx.x;
   for (; i + (U - 1) * (i64)blockDim.x < nv; i += step) {
+    if (!PKT) {
+      copy_step<V, HINT, SPLIT, U, false>(src, dsts, ndst, i, nv);
+      continue;
+    }
     Vec v[U];
     if (PKT && V == 16) {   // U vectors x 2 packets, issued together, settled together
       V16 pk[2 * U];
@@ -392,29 +421,26 @@ __device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* d
           v[u].w[(2 * k) % (V / 4)] = pk[2 * u + k].w[0];
           v[u].w[(2 * k + 1) % (V / 4)] = pk[2 * u + k].w[2];
         }
-    } else if (PKT) {
+    } else {
       PktRaw<V> raw[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) pkt_issue<V>(raw[u], src, (i + u * (i64)blockDim.x) * V);
 #pragma unroll
       for (int u = 0; u < U; ++u) ok &= pkt_finish<V>(v[u], raw[u], src, (i + u * (i64)blockDim.x) * V, tag, w);
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        i64 j = i + u * (i64)blockDim.x;
-        if (HINT == 1) ldv_l2(v[u], src + j * V);
-        else if (HINT == 2) ldv_cs(v[u], src + j * V);
-        else ldv_s<SPLIT>(v[u], src + j * V);
-      }
     }
     for (int d = 0; d < ndst; ++d) {
-      char* dst = dsts[d];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (HINT == 2) stv_cs(dst + (i + u * (i64)blockDim.x) * V, v[u]);
-        else stv_s<SPLIT>(dst + (i + u * (i64)blockDim.x) * V, v[u]);
-      }
+      for (int u = 0; u < U; ++u) stv_s<SPLIT>(dsts[d] + (i + u * (i64)blockDim.x) * V, v[u]);
     }
+  }
+  // A plain copy's last, partial step keeps its vectors in flight together: one at a time,
+  // its up to U - 1 vectors per thread cost as many memory round trips, which made copies
+  // of V-block sizes slow (benchmarks/results/h200-validation.json, all_to_all_v W=8).
+  // Packet copies, and lean ones (U <= 2: at most one more round trip), finish one vector
+  // at a time below.
+  if (!PKT && U > 2 && i < nv) {
+    copy_step<V, HINT, SPLIT, U, true>(src, dsts, ndst, i, nv);
+    i += step;
   }
   for (; i < nv; i += blockDim.x) {
     Vec v;
@@ -456,6 +482,78 @@ __device__ __forceinline__ A apply(int op, A x, A y) {
     case OP_MIN: return fop<OP_MIN>(x, y);
     default: return fop<OP_MUL>(x, y);
   }
+}
+
+// The slots of a spread packet reduce: one 16-byte vector per thread, one allocation per
+// kernel whatever the dtype.
+__device__ __forceinline__ V16* spread_slots() {
+  __shared__ V16 slots[PURLIN_THREADS];
+  return slots;
+}
+
+// Thread i < nv sums vector i over nsrc sources held in the slots (source s at s * nv),
+// in source order: the reduce loop's order and rounding.
+template <int DT>
+__device__ __forceinline__ void spread_sum(const V16* slot, int nsrc, int op, char* const* dsts, int ndst, i64 nv) {
+  typedef DTr<DT> T;
+  typedef typename T::A A;
+  const i64 t = threadIdx.x;
+  if (t >= nv) return;
+  A acc[4 * T::EPW];
+  for (int s = 0; s < nsrc; ++s) {
+    const V16 v = slot[s * nv + t];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      A x[T::EPW];
+      T::get(v.w[k], x);
+#pragma unroll
+      for (int e = 0; e < T::EPW; ++e)
+        acc[k * T::EPW + e] = s == 0 ? x[e] : apply(op, acc[k * T::EPW + e], x[e]);
+    }
+  }
+  V16 out;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) out.w[k] = T::put(&acc[k * T::EPW]);
+  for (int d = 0; d < ndst; ++d) stv(dsts[d] + 16 * t, out);
+}
+
+// A small packet reduce, spread (the caller checks spread_fits): thread t loads vector
+// t % nv of source t / nv, so that every source's packets are in flight at once; a thread
+// walking the sources waits ceil(nsrc / PURLIN_PKT_BATCH) round trips while most threads
+// idle (8 sources of 1 KiB: the 8 KiB AllReduce at W=8). Whole 16-byte vectors only.
+__device__ __forceinline__ bool spread_fits(int nsrc, i64 nbytes) {
+  return (nbytes & 15) == 0 && nsrc > PURLIN_PKT_BATCH && (nbytes / 16) * nsrc <= (i64)blockDim.x;
+}
+__device__ __forceinline__ bool reduce_spread(int dt, const char* const* srcs, const u32* tags, int nsrc, int op,
+                                              char* const* dsts, int ndst, i64 nv, const Watch& w) {
+  V16* slot = spread_slots();
+  bool ok = true;
+  const i64 t = threadIdx.x;
+  if (t < nv * nsrc) {
+    const int s = (int)(t / nv);
+    const i64 i = t - s * nv;
+    V16 v;
+    if (tags[s]) {
+      V16 pk[2];
+      const char* addr[2] = {srcs[s] + 32 * i, srcs[s] + 32 * i + 16};
+      const u32 tg[2] = {tags[s], tags[s]};
+#pragma unroll
+      for (int k = 0; k < 2; ++k) ld_packet(addr[k], pk[k].w[0], pk[k].w[1], pk[k].w[2], pk[k].w[3]);
+      ok = pkt_settle<2>(pk, addr, tg, w, 16 * i);
+      v.w[0] = pk[0].w[0]; v.w[1] = pk[0].w[2]; v.w[2] = pk[1].w[0]; v.w[3] = pk[1].w[2];
+    } else {
+      ldv(v, srcs[s] + 16 * i);
+    }
+    slot[t] = v;
+  }
+  __syncthreads();
+  switch (dt) {
+    case DT_FP32: spread_sum<DT_FP32>(slot, nsrc, op, dsts, ndst, nv); break;
+    case DT_FP16: spread_sum<DT_FP16>(slot, nsrc, op, dsts, ndst, nv); break;
+    case DT_BF16: spread_sum<DT_BF16>(slot, nsrc, op, dsts, ndst, nv); break;
+    default: spread_sum<DT_INT32>(slot, nsrc, op, dsts, ndst, nv);
+  }
+  return ok;
 }
 
 template <int V, int DT, bool PKT, int BN = 0>

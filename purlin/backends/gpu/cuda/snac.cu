@@ -75,6 +75,8 @@ __device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, cons
   // The packet kernel runs small schedules: its plain copies and reduces keep fewer
   // vectors in flight (LN), so that no path of the kernel makes ptxas spill.
   const int LN = PURLIN_LEAN;
+  if (opc == OPC_REDUCE && pkt && VP == 16 && spread_fits(ns, n))
+    return reduce_spread(dt, s, tags, ns, op, d, nd, n / 16, w);
   if (opc == OPC_COPY)
     return pkt ? cta_copy<VP, true>(s[0], tags[0], d, nd, n, w)
                : cta_copy<V, false, 0, LN>(s[0], 0, d, nd, n, w);
@@ -376,15 +378,19 @@ __device__ __forceinline__ void atom_copy_chunks(const char* src, char* dst, i64
   }
 }
 
-#define ATOM_COPY_KERNEL(name, hint, un)                                                  \
-  extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)         \
+#define ATOM_COPY_KERNEL(name, hint, un, blocks)                                          \
+  extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, blocks)                    \
   name(const char* src, char* dst, i64 nbytes, i64 chunk) {                               \
     atom_copy_chunks<hint, un>(src, dst, nbytes, chunk);                                  \
   }
-ATOM_COPY_KERNEL(atom_copy, 0, 0)                                // plain vector loads/stores
-ATOM_COPY_KERNEL(atom_copy_l2, 1, 0)                             // loads ask L2 for 256-byte blocks
-ATOM_COPY_KERNEL(atom_copy_cs, 2, 0)                             // streaming loads and stores
-ATOM_COPY_KERNEL(atom_copy_wide, 0, (PURLIN_VEC == 32 ? 8 : 16)) // twice the vectors in flight
+ATOM_COPY_KERNEL(atom_copy, 0, 0, PURLIN_MIN_BLOCKS)                                // plain vector loads/stores
+ATOM_COPY_KERNEL(atom_copy_l2, 1, 0, PURLIN_MIN_BLOCKS)                             // loads ask L2 for 256-byte blocks
+ATOM_COPY_KERNEL(atom_copy_cs, 2, 0, PURLIN_MIN_BLOCKS)                             // streaming loads and stores
+ATOM_COPY_KERNEL(atom_copy_wide, 0, (PURLIN_VEC == 32 ? 8 : 16), PURLIN_MIN_BLOCKS) // twice the vectors in flight
+// Two CTAs per SM (registers capped at 64; the kernels above hold 68, so one CTA of 512
+// threads fits an SM): twice the warps to hide the memory latency.
+ATOM_COPY_KERNEL(atom_copy_occ2, 0, 0, 2)
+ATOM_COPY_KERNEL(atom_copy_occ2_u4, 0, (PURLIN_VEC == 32 ? 2 : 4), 2)
 
 // Flat grid-stride copy: thread t of T moves vectors t, t + T, t + 2T, ..., U loads in
 // flight before their stores; no chunks, no shared memory, no barriers (the shape of a
