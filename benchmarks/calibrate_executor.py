@@ -149,7 +149,8 @@ CASES = (
     + [("wait_ops", dict(k=k), wait_ops(k)) for k in (1, 8, 32, 64, 128, 256)]
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
     + [("pkt_reduce", dict(m=m, n=n, p=p), pkt_reduce(m, n, p))
-       for m, n, p in ((1, KiB, 1), (4, KiB, 1), (7, KiB, 1), (7, 8 * KiB, 1), (7, KiB, 8), (7, KiB, 64))]
+       for m, n, p in ((1, KiB, 1), (3, KiB, 1), (4, KiB, 1), (7, KiB, 1), (3, 4 * KiB, 1), (7, 8 * KiB, 1),
+                       (7, KiB, 8), (7, KiB, 64))]
     + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
     + [("copy_shifted", dict(k=k, n=n), copy_shifted(k, n)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
 )
