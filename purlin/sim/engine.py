@@ -17,6 +17,11 @@ fence (one poll) for all. Packets land with their
 flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value;
 one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes on the first
 packets, and that read ends no earlier than its last packet lands.
+
+What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
+batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
+doubling of the CTAs on its GPU that use packets; a Copy whose destination the executor
+aligns first (:func:`_aligns_first`) pays ``copy_head_us``.
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
 from __future__ import annotations

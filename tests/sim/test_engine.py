@@ -206,3 +206,42 @@ def test_access_to_a_non_direct_peer_is_refused(cal):
     prog = Program(15, 0, "consume", (Copy(Ref(0, "input", 0), (Ref(15, "output", 0),), 1024),))
     with pytest.raises(ScheduleError, match="rank 15, cta 0, instr 0: ranks 0 and 15 are not direct"):
         simulate(schedule([prog], world=16), mesh, cal)
+
+
+def test_each_put_of_a_batch_pays_its_own_cost():
+    # 3 puts of 1 MB to a local window at 100 GB/s (HBM, 3 MB per put at 1 TB/s, is not
+    # the bound): one op start, then each put's bytes and its packet_put_us
+    c = round_calibration(packet_put_us=0.3, packet_batch=8.0, packet_gbps=100.0)
+    puts = Program(0, 0, "put", tuple(PutPackets(Ref(0, "input", 0), Ref(0, "packets", k * MB), MB, 1)
+                                      for k in range(3)))
+    r = simulate(schedule([puts], world=2, nbytes=3 * MB), minimal(2), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 3 * (0.3 + MB / 1e5))
+
+
+@pytest.mark.parametrize("dst_offset, nbytes, extra", [
+    (16, 8192, 0.7),      # off the 512-byte boundary: the executor's head copy
+    (512, 8192, 0.0),     # on it
+    (16, 2048, 0.0),      # too short to be aligned first
+    (4, 8192, 0.0),       # not 16-byte aligned: moved as 4-byte words, no head copy
+])
+def test_a_copy_off_the_alignment_boundary_pays_its_head(dst_offset, nbytes, extra):
+    c = round_calibration(copy_head_us=0.7, copy_align_bytes=512.0, copy_align_min_bytes=4096.0)
+    prog = Program(0, 0, "copy", (Copy(Ref(0, "input", 0), (Ref(0, "output", dst_offset),), nbytes),))
+    r = simulate(schedule([prog], world=2), minimal(2), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + extra + 2 * nbytes / 1e6)   # read + write at 1 TB/s
+
+
+def test_packet_reads_pay_for_the_crowd_on_their_gpu_once():
+    # 8 CTAs of rank 1 read packets that landed long before (rank 0 puts them while the
+    # readers copy 1 MB each): each one's first packet read pays packet_crowd_us per
+    # doubling of the 8 packet CTAs on GPU 1 beyond two, its second read none
+    c = round_calibration(packet_crowd_us=0.25)
+    put = Program(0, 0, "put", (PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 16, 1),))
+    reads = [Program(1, k, "read", (Copy(Ref(1, "input", 0), (Ref(1, "staging", 0),), MB),
+                                    WaitPackets(Ref(1, "packets", 0), 16, 1),
+                                    Copy(Ref(1, "packets", 0), (Ref(1, "output", 32 * k),), 16),
+                                    Copy(Ref(1, "packets", 0), (Ref(1, "output", 32 * k + 16),), 16)))
+             for k in range(8)]
+    base = simulate(schedule([put] + reads), minimal(2), round_calibration()).time_us
+    r = simulate(schedule([put] + reads), minimal(2), c)
+    assert r.time_us == pytest.approx(base + 0.25 * 2)   # log2(8 / 2) = 2 doublings, paid once

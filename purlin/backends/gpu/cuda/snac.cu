@@ -208,8 +208,9 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 #if PURLIN_DST_ALIGN
       // A copy whose destination starts off a PURLIN_DST_ALIGN boundary (a V block's
       // offset): the bytes up to the boundary go first, so the bulk stores land on whole
-      // lines (h200-diagnose.json, agv: an AllGather with 16-byte-shifted blocks, 0.60 of
-      // the memory roofline without this; 128 recovered less than 512).
+      // lines (benchmarks/results/experiments-2026-11-29/h200-diagnose-agv-align.json: an
+      // AllGather with 16-byte-shifted blocks, 0.60 of the memory roofline without this;
+      // 128 recovered less than 512). The simulator charges it as copy_head_us.
       const u64 AB = PURLIN_DST_ALIGN;
       if (opc == OPC_COPY && !pkt && !split && align >= 16 && n >= 4096 && ((u64)s_dst[0] & (AB - 1))) {
         const i64 head = (i64)((AB - ((u64)s_dst[0] & (AB - 1))) & (AB - 1));
