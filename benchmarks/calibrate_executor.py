@@ -17,6 +17,7 @@ measure exactly the costs the simulator charges per instruction:
 - ``pkt_reduce``: p pairs at once, one CTA pushing m packet windows, one reducing them with
   its own input (a latency-regime consumer, alone and crowded).
 - ``copy_shifted``: copy_ops with destinations off a 512-byte boundary (V-block offsets);
+- ``reduce_shifted``: reduce_ops with sources off a 128-byte line (V-block offsets);
 - ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
   inside a run).
 
@@ -52,6 +53,14 @@ def reduce_ops(k: int, n: int, m: int) -> Schedule:
     ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n) for j in range(m)),
                        (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
     return Schedule(spec(m * k * n, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
+def reduce_shifted(k: int, n: int, m: int) -> Schedule:
+    """reduce_ops with every source 16 bytes past a 128-byte line (V-block offsets): each
+    warp's loads touch one more line."""
+    ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n + 16) for j in range(m)),
+                       (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
+    return Schedule(spec(m * k * n + 16, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
 def ctas(c: int, n: int) -> Schedule:
@@ -153,6 +162,8 @@ CASES = (
                        (7, KiB, 8), (7, KiB, 64))]
     + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
     + [("copy_shifted", dict(k=k, n=n), copy_shifted(k, n)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
+    + [("reduce_shifted", dict(k=k, n=n, m=m), reduce_shifted(k, n, m)) for k in (1, 16)
+       for n in (64 * KiB, 1 * MiB) for m in (2, 8)]
 )
 
 
