@@ -55,6 +55,10 @@ def _reads(ins) -> tuple:
     return (ins.src,) if isinstance(ins, Copy) else ins.srcs if isinstance(ins, Reduce) else ()
 
 
+def _uses_packets(ins) -> bool:
+    return isinstance(ins, (PutPackets, WaitPackets)) or any(r.buffer == "packets" for r in _reads(ins))
+
+
 def _aligns_first(ins: Copy, cal: Calibration) -> bool:
     """Whether the executor copies the bytes up to an aligned destination first: a plain
     copy (16-byte aligned on both sides, not from packets) long enough, whose first
@@ -154,10 +158,8 @@ class _Run:
         self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
         # CTAs on each rank's GPU that push or read packets: their polling crowds a packet
         # read (a cost per doubling, from CTAs sharing one GPU)
-        uses = lambda i: (isinstance(i, (PutPackets, WaitPackets))  # noqa: E731
-                          or any(r.buffer == "packets" for r in _reads(i)))
         per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in schedule.programs
-                          if any(uses(i) for i in p.instrs))
+                          if any(_uses_packets(i) for i in p.instrs))
         self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
