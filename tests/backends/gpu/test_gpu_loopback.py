@@ -87,6 +87,9 @@ def test_dtypes_and_ops(cp, dt, op):
     for name in ("all_reduce", "reduce_scatter"):
         c = library.from_size(name, 4, 64 << 10, dt, op=op)
         _run_and_check(cp, world(4), c)
+    # W=8 at 8 KiB: 8-source packet reduces, spread over the CTA's threads
+    c = library.from_size("all_reduce", 8, 8 << 10, dt, op=op)
+    _run_and_check(cp, world(8), c)
 
 
 @pytest.mark.parametrize("seed", range(4))
