@@ -18,6 +18,8 @@ measure exactly the costs the simulator charges per instruction:
   its own input (a latency-regime consumer, alone and crowded).
 - ``copy_shifted``: copy_ops with destinations off a 512-byte boundary (V-block offsets);
 - ``reduce_shifted``: reduce_ops with sources off a 128-byte line (V-block offsets);
+- ``put_pass``: p push/read pairs, the reader taking the first or the last put of a 3-pass
+  run (when the last pass becomes readable, alone and crowded; not measured yet);
 - ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
   inside a run).
 
@@ -129,6 +131,21 @@ def put_ops(k: int, n: int) -> Schedule:
     return Schedule(spec(n, 0), (Program(0, 0, "push", push),), 0, k * n, 1, 2)
 
 
+def put_pass(last: bool, p: int) -> Schedule:
+    """p pairs at once: CTA 2b pushes 6 PutPackets of 4 KiB (one run, 3 passes over the
+    threads), CTA 2b + 1 waits for the first or the last of them and copies it out: how
+    much later the last pass of a run is readable (alone, and crowded)."""
+    n, m = 4 * KiB, 6
+    progs = []
+    for b in range(p):
+        win = lambda j: Ref(0, "packets", (b * m + j) * n)  # noqa: E731
+        push = tuple(PutPackets(Ref(0, "input", b * n), win(j), n, 1) for j in range(m))
+        j = m - 1 if last else 0
+        read = (WaitPackets(win(j), n, 1), Copy(win(j), (Ref(0, "output", b * n),), n))
+        progs += [Program(0, 2 * b, "push", push), Program(0, 2 * b + 1, "read", read)]
+    return Schedule(spec(p * n, p * n), tuple(progs), 0, p * m * n, 1, 2)
+
+
 def pkt_reduce(m: int, n: int, p: int) -> Schedule:
     """p push/reduce pairs at once: CTA 2b pushes its n input bytes into m packet windows
     (one PutPackets run), CTA 2b + 1 reduces the m windows and its own n input bytes (the
@@ -161,6 +178,7 @@ CASES = (
        for m, n, p in ((1, KiB, 1), (3, KiB, 1), (4, KiB, 1), (7, KiB, 1), (3, 4 * KiB, 1), (7, 8 * KiB, 1),
                        (7, KiB, 8), (7, KiB, 64))]
     + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
+    + [("put_pass", dict(last=last, p=p), put_pass(last, p)) for last in (False, True) for p in (1, 48)]
     + [("copy_shifted", dict(k=k, n=n), copy_shifted(k, n)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
     + [("reduce_shifted", dict(k=k, n=n, m=m), reduce_shifted(k, n, m)) for k in (1, 16)
        for n in (64 * KiB, 1 * MiB) for m in (2, 8)]
