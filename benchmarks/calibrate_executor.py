@@ -46,23 +46,20 @@ def spec(in_nbytes: int, out_nbytes: int) -> Collective:
     return Collective("micro", lay(in_nbytes), lay(out_nbytes), "add", "fp32")
 
 
-def copy_ops(k: int, n: int) -> Schedule:
-    ins = tuple(Copy(Ref(0, "input", i * n), (Ref(0, "output", i * n),), n) for i in range(k))
-    return Schedule(spec(k * n, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+def copy_ops(k: int, n: int, shift: int = 0) -> Schedule:
+    """k Copy instructions of n bytes; ``shift`` moves every destination that many bytes
+    past a 512-byte boundary (copy_shifted: a V block's offset, which the executor first
+    copies up to the boundary, PURLIN_DST_ALIGN)."""
+    ins = tuple(Copy(Ref(0, "input", i * n), (Ref(0, "output", i * n + shift),), n) for i in range(k))
+    return Schedule(spec(k * n, k * n + shift), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
-def reduce_ops(k: int, n: int, m: int) -> Schedule:
-    ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n) for j in range(m)),
+def reduce_ops(k: int, n: int, m: int, shift: int = 0) -> Schedule:
+    """k Reduce instructions of m fp32 sources; ``shift`` moves every source that many
+    bytes past a 128-byte line (reduce_shifted: each warp's loads touch one more line)."""
+    ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n + shift) for j in range(m)),
                        (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
-    return Schedule(spec(m * k * n, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
-
-
-def reduce_shifted(k: int, n: int, m: int) -> Schedule:
-    """reduce_ops with every source 16 bytes past a 128-byte line (V-block offsets): each
-    warp's loads touch one more line."""
-    ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n + 16) for j in range(m)),
-                       (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
-    return Schedule(spec(m * k * n + 16, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+    return Schedule(spec(m * k * n + shift, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
 def ctas(c: int, n: int) -> Schedule:
@@ -115,13 +112,6 @@ def packets(k: int, n: int) -> Schedule:
                                                Copy(Ref(0, "packets", i * n), (Ref(0, "output", i * n),), n)))
     return Schedule(spec(k * n, k * n), (Program(0, 0, "push", push), Program(0, 1, "pull", pull)),
                     0, k * n, 1, 2)
-
-
-def copy_shifted(k: int, n: int) -> Schedule:
-    """copy_ops with every destination 16 bytes past a 512-byte boundary (a V block's
-    offset): the executor first copies the bytes up to the boundary (PURLIN_DST_ALIGN)."""
-    ins = tuple(Copy(Ref(0, "input", i * n), (Ref(0, "output", i * n + 16),), n) for i in range(k))
-    return Schedule(spec(k * n, k * n + 16), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
 def put_ops(k: int, n: int) -> Schedule:
@@ -179,8 +169,8 @@ CASES = (
                        (7, KiB, 8), (7, KiB, 64))]
     + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
     + [("put_pass", dict(last=last, p=p), put_pass(last, p)) for last in (False, True) for p in (1, 48)]
-    + [("copy_shifted", dict(k=k, n=n), copy_shifted(k, n)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
-    + [("reduce_shifted", dict(k=k, n=n, m=m), reduce_shifted(k, n, m)) for k in (1, 16)
+    + [("copy_shifted", dict(k=k, n=n), copy_ops(k, n, shift=16)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
+    + [("reduce_shifted", dict(k=k, n=n, m=m), reduce_ops(k, n, m, shift=16)) for k in (1, 16)
        for n in (64 * KiB, 1 * MiB) for m in (2, 8)]
 )
 

@@ -37,7 +37,8 @@ from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.result import SimResult
-from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read
+from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read,
+                            sources)
 from purlin.topology import Topology, load_topology, minimal
 
 try:
@@ -50,13 +51,8 @@ except ImportError:  # pragma: no cover - simpy is a declared dependency
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
 
 
-def _reads(ins) -> tuple:
-    """The Refs a data instruction reads."""
-    return (ins.src,) if isinstance(ins, Copy) else ins.srcs if isinstance(ins, Reduce) else ()
-
-
 def _uses_packets(ins) -> bool:
-    return isinstance(ins, (PutPackets, WaitPackets)) or any(r.buffer == "packets" for r in _reads(ins))
+    return isinstance(ins, (PutPackets, WaitPackets)) or any(r.buffer == "packets" for r in sources(ins))
 
 
 def _aligns_first(ins: Copy, cal: Calibration) -> bool:
@@ -306,7 +302,7 @@ class _Run:
                     pre = max(0.0, pre - cal.sm.op_start_us)
                 if kind is PutPackets:
                     pre += cal.packet_put_us
-                elif not crowded and any(r.buffer == "packets" for r in _reads(ins)):
+                elif not crowded and any(r.buffer == "packets" for r in sources(ins)):
                     pre += self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
                     crowded = True
                 elif kind is Copy and _aligns_first(ins, cal):

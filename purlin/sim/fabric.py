@@ -46,7 +46,7 @@ import numpy as np
 
 from purlin.errors import ScheduleError
 from purlin.sim.calibration import AtomCost, Calibration
-from purlin.snac.ir import Copy, PutPackets, Reduce
+from purlin.snac.ir import Copy, PutPackets, Reduce, sources
 from purlin.topology import Switch, Topology, hbm_resource, is_direct, path_latency_us, route
 
 PACKET_WIRE_FACTOR = 2.0
@@ -177,7 +177,7 @@ class Fabric:
         if isinstance(ins, PutPackets):
             key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,), (False,))
         else:
-            srcs = (ins.src,) if isinstance(ins, Copy) else ins.srcs
+            srcs = sources(ins)
             key = (type(ins).__name__[0], ins.atom, rank, tuple(s.rank for s in srcs),
                    tuple(d.rank for d in ins.dsts), tuple(s.buffer == "packets" for s in srcs))
         spec = self._flows.get(key)

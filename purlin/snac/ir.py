@@ -170,6 +170,14 @@ class Schedule:
                 yield prog, i, ins
 
 
+def sources(ins: Instruction) -> tuple[Ref, ...]:
+    """The Refs an instruction reads: a Reduce's ``srcs``, the ``src`` of a Copy,
+    PutPackets or WaitPackets; none for signals."""
+    if isinstance(ins, Reduce):
+        return ins.srcs
+    return (ins.src,) if isinstance(ins, (Copy, PutPackets, WaitPackets)) else ()
+
+
 def fused_read(instrs: tuple[Instruction, ...] | list, i: int) -> bool:
     """Whether WaitPackets ``i`` of a program is fused into the read after it: the first
     non-WaitPackets instruction that follows reads (as packet sources) every byte it
@@ -182,7 +190,7 @@ def fused_read(instrs: tuple[Instruction, ...] | list, i: int) -> bool:
     if j == len(instrs) or not isinstance(instrs[j], (Copy, Reduce)):
         return False
     nxt = instrs[j]
-    srcs = (nxt.src,) if isinstance(nxt, Copy) else nxt.srcs
+    srcs = sources(nxt)
     lo, hi = wait.src.offset, wait.src.offset + wait.nbytes
     spans = sorted((r.offset, r.offset + nxt.nbytes) for r in srcs
                    if r.buffer == "packets" and r.rank == wait.src.rank)

@@ -22,7 +22,7 @@ import numpy as np
 
 from purlin.errors import ScheduleError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import ATOMS, BUFFERS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets
+from purlin.snac.ir import ATOMS, BUFFERS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, sources
 from purlin.snac.walk import walk
 from purlin.spec.collective import output_sources
 
@@ -70,8 +70,8 @@ def _static(s: Schedule) -> None:
             at = _where(s, k, i)
             t = type(ins)
             if t in (Copy, Reduce, PutPackets, WaitPackets):
-                refs = ((ins.src,) if t is not Reduce else ins.srcs) + \
-                       (ins.dsts if t in (Copy, Reduce) else (ins.dst,) if t is PutPackets else ())
+                refs = sources(ins) + (ins.dsts if t in (Copy, Reduce)
+                                       else (ins.dst,) if t is PutPackets else ())
                 if ins.nbytes <= 0:
                     raise ScheduleError(f"{at}: {t.__name__} of {ins.nbytes} B (rule: nbytes > 0)")
                 for r in refs:
@@ -184,7 +184,7 @@ def _dynamic(s: Schedule) -> None:
         vc[k] = i
         t = type(ins)
         if t in (Copy, Reduce):
-            for r in (ins.src,) if t is Copy else ins.srcs:
+            for r in sources(ins):
                 calls.access(k, i, vc, r, "reads")
             for d in ins.dsts:
                 calls.access(k, i, vc, d, "writes")

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from purlin.errors import ScheduleError
-from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read
+from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read, sources
 
 REC = 8
 PROG = 8
@@ -134,7 +134,7 @@ def encode(s: Schedule) -> Encoded:
         for i, ins in enumerate(instrs):
             where = _where(prog, i)
             if isinstance(ins, (Copy, Reduce)):
-                srcs = (ins.src,) if isinstance(ins, Copy) else ins.srcs
+                srcs = sources(ins)
                 if not srcs or not ins.dsts:
                     raise ScheduleError(f"{where}: {type(ins).__name__} needs a source and a destination")
                 if len(srcs) + len(ins.dsts) > MAX_REFS:
