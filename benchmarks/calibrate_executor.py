@@ -19,7 +19,7 @@ measure exactly the costs the simulator charges per instruction:
 - ``copy_shifted``: copy_ops with destinations off a 512-byte boundary (V-block offsets);
 - ``reduce_shifted``: reduce_ops with sources off a 128-byte line (V-block offsets);
 - ``put_pass``: p push/read pairs, the reader taking the first or the last put of a 3-pass
-  run (when the last pass becomes readable, alone and crowded; not measured yet);
+  run (when the last pass becomes readable, alone and crowded);
 - ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
   inside a run).
 
@@ -166,7 +166,7 @@ CASES = (
     + [("ctas", dict(c=c, n=n), ctas(c, n)) for c in (2, 16, 128) for n in (4 * KiB,)]
     + [("pkt_reduce", dict(m=m, n=n, p=p), pkt_reduce(m, n, p))
        for m, n, p in ((1, KiB, 1), (3, KiB, 1), (4, KiB, 1), (7, KiB, 1), (3, 4 * KiB, 1), (7, 8 * KiB, 1),
-                       (7, KiB, 8), (7, KiB, 64))]
+                       (7, KiB, 8), (7, KiB, 64), (1, KiB, 8), (1, KiB, 64), (7, 256, 64), (7, 4 * KiB, 8))]
     + [("put_ops", dict(k=k, n=n), put_ops(k, n)) for k in (1, 8, 32) for n in (KiB, 8 * KiB)]
     + [("put_pass", dict(last=last, p=p), put_pass(last, p)) for last in (False, True) for p in (1, 48)]
     + [("copy_shifted", dict(k=k, n=n), copy_ops(k, n, shift=16)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]

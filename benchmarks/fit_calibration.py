@@ -29,6 +29,8 @@ reduction) keep their priors. The fits:
   the CTAs that use packets;
 - ``packet_put_us``: one CTA's k PutPackets (put_ops) against one, less the batch starts
   and the bytes at the packet rate (which is fit less this cost, twice round);
+- ``packet_poll_us``: a reader waiting for the last put of a 3-pass run (put_pass, alone)
+  against the simulator without the term, once every other parameter is fit;
 - ``copy_head_us``: copies to destinations off the executor's alignment boundary
   (copy_shifted) against the same aligned copies;
 - ``hbm_knee``: how softly memory saturates, the exponent whose whole fit best
@@ -272,7 +274,7 @@ def fit_copy_head(rows: list) -> tuple[float, str] | None:
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
 SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
-                 "packet_src_us", "packet_crowd_us", "packet_put_us", "copy_head_us",
+                 "packet_src_us", "packet_crowd_us", "packet_poll_us", "packet_put_us", "copy_head_us",
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
@@ -387,6 +389,26 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str) -> tuple[fl
                        f"(mean error {e:.3f})")
 
 
+def fit_poll(ex: dict, doc: dict) -> tuple[float, str] | None:
+    """``packet_poll_us``: how much later than the simulator (this term at 0, every other
+    parameter as fit) a reader waiting for a run's last put has it and is done."""
+    import calibrate_executor as ce
+
+    from purlin.sim import simulate
+    from purlin.sim.calibration import parse_calibration
+    from purlin.topology import load_topology
+    key = ce.case_key("put_pass", {"last": True, "p": 1})
+    meas = ce.measured(ex).get(key)
+    if meas is None:
+        return None
+    params = json.loads(json.dumps(doc["parameters"]))
+    params["packet_poll_us"]["value"] = 0.0
+    cal = parse_calibration({**doc, "parameters": params}, "poll fit")
+    sim = simulate(ce.put_pass(True, 1), load_topology("h200-loopback", world=1), cal, record=False).time_us
+    return max(0.0, meas - sim), (f"one CTA reading the last of a 3-pass run of PutPackets (put_pass, "
+                                  f"{meas:.3f} us) less the simulator without this term ({sim:.3f} us)")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--raw", type=Path, default=RESULTS / "h200-calibration-raw.json")
@@ -408,6 +430,10 @@ def main(argv=None) -> None:
     else:
         fitted = fit_all(raw, None, doc["parameters"], hbm, 0.0)
     params = doc["parameters"] = _with(doc["parameters"], fitted, where)
+    poll = fit_poll(ex, doc) if ex is not None else None
+    if poll is not None:
+        fitted["packet_poll_us"] = (poll[0], f"{poll[1]}; {args.executor_raw.name}")
+        params = doc["parameters"] = _with(doc["parameters"], {"packet_poll_us": fitted["packet_poll_us"]}, where)
     doc["source"] = (f"H200 SXM. Measured parameters refit from GPU microbenchmarks ({where}; raw "
                      f"samples in benchmarks/results/{args.raw.name}); NVLink and in-switch "
                      "parameters stay priors (one GPU cannot measure them).")

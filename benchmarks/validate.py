@@ -33,11 +33,12 @@ DTYPE = "fp32"
 
 
 # Calls traced on the GPU (per-instruction timestamps) for side-by-side timelines: one per
-# regime, and the points the model got worst on 2026-11-29 (a V-form AllToAll beside the
-# plain one of the same size; two latency-regime calls at W=4).
+# regime, and the points the model got worst on 2026-11-29 (a V-form AllToAll and a V-form
+# ReduceScatter beside the plain ones of the same size; two latency-regime calls at W=4).
 TRACED = ((8, "all_reduce", 4 << 20), (8, "all_gather", 64 << 10), (4, "reduce_scatter", 16 << 20),
           (8, "all_to_all_v", 4 << 20), (8, "all_to_all", 4 << 20), (4, "all_reduce", 16 << 10),
-          (4, "all_reduce", 64 << 10), (4, "all_gather_v", 64 << 10))
+          (4, "all_reduce", 64 << 10), (4, "all_gather_v", 64 << 10), (8, "reduce_scatter_v", 1 << 20),
+          (8, "reduce_scatter", 1 << 20))
 
 
 def calls_per_graph(size: int) -> int:

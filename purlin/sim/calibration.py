@@ -117,6 +117,9 @@ class Calibration:
     packet_crowd_us : float
         Extra start-up of a packet read per doubling of the call's CTAs that push or read
         packets, beyond two: their polling crowds the memory system.
+    packet_poll_us : float
+        How long after a window's last packet lands a reader that was already polling
+        for it has it: its poll loads are a round trip behind the stores.
     packet_put_us : float
         What each PutPackets of a batch costs beyond its bytes: the batch's vectors are
         spread over the CTA's threads, and each put's packets are a separate store run.
@@ -174,6 +177,7 @@ class Calibration:
     packet_read_us: float
     packet_src_us: float
     packet_crowd_us: float
+    packet_poll_us: float
     packet_put_us: float
     copy_head_us: float
     copy_align_bytes: float
@@ -209,8 +213,8 @@ class Calibration:
 
 
 _TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us", "packet_crowd_us", "packet_put_us",
-        "copy_head_us", "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
+        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us", "packet_crowd_us", "packet_poll_us",
+        "packet_put_us", "copy_head_us", "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""

@@ -16,7 +16,8 @@ later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Up to
 fence (one poll) for all. Packets land with their
 flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value;
 one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes on the first
-packets, and that read ends no earlier than its last packet lands.
+packets, and that read ends no earlier than its last packet lands. A reader that had to
+wait for its last packets has them ``packet_poll_us`` after they land.
 
 What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
@@ -315,6 +316,7 @@ class _Run:
                     ev = self._packets(*w, self.packets)
                     if ev is not None:
                         yield ev
+                        yield env.timeout(cal.packet_poll_us)
                 fused = []
                 nbytes = ins.nbytes
             elif kind is Notify:
@@ -343,6 +345,8 @@ class _Run:
                     ev = self._packets(*w, self.packets)
                 if ev is not None:
                     yield ev
+                    if not fused_read(prog.instrs, i):
+                        yield env.timeout(cal.packet_poll_us)
                 nbytes = ins.nbytes
             else:
                 raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "

@@ -245,3 +245,23 @@ def test_packet_reads_pay_for_the_crowd_on_their_gpu_once():
     base = simulate(schedule([put] + reads), minimal(2), round_calibration()).time_us
     r = simulate(schedule([put] + reads), minimal(2), c)
     assert r.time_us == pytest.approx(base + 0.25 * 2)   # log2(8 / 2) = 2 doublings, paid once
+
+
+@pytest.mark.parametrize("reader_busy_bytes, fused, extra", [
+    (0, True, 0.4),        # polls before the packets land: has them packet_poll_us later
+    (0, False, 0.4),       # a lone WaitPackets (the next read is of other bytes) as well
+    (4 * MB, True, 0.0),   # busy until long after they landed: no poll to wait out
+])
+def test_a_reader_that_waited_has_its_packets_a_poll_later(reader_busy_bytes, fused, extra):
+    # rank 0 copies 1 MB, then puts 16 B into rank 1's window; rank 1's reader copies
+    # ``reader_busy_bytes`` first, then waits for the window and reads 16 B
+    c = round_calibration(packet_poll_us=0.4)
+    put = Program(0, 0, "put", (Copy(Ref(0, "input", 0), (Ref(0, "staging", 0),), MB),
+                                PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 16, 1)))
+    busy = (Copy(Ref(1, "input", 0), (Ref(1, "staging", 0),), reader_busy_bytes),) if reader_busy_bytes else ()
+    src = Ref(1, "packets", 0) if fused else Ref(1, "input", 0)
+    read = Program(1, 0, "read", busy + (WaitPackets(Ref(1, "packets", 0), 16, 1),
+                                         Copy(src, (Ref(1, "output", 0),), 16)))
+    s = schedule([put, read], nbytes=4 * MB)
+    base = simulate(s, minimal(2), round_calibration()).time_us
+    assert simulate(s, minimal(2), c).time_us == pytest.approx(base + extra)

@@ -59,6 +59,7 @@ class AtomSet:
 ATOM_SETS = {
     80: AtomSet("sm_80", 80, 16, False, ("sm", "async", "ce"), {
         "atom_copy": ("LDG.E.128", "STG.E.128"),
+        "atom_copy_na": ("LDG.E.NA.128", "STG.E.NA.128"),
         "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
         "atom_reduce": ("LDG.E.128", "STG.E.128"),
         "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
@@ -69,6 +70,7 @@ ATOM_SETS = {
         "atom_copy": ("LDG.E.128", "STG.E.128"),
         "atom_copy_l2": ("LDG.E.LTC256B.128",),
         "atom_copy_cs": ("LDG.E.EF.LTC256B.128", "STG.E.EF.128"),
+        "atom_copy_na": ("LDG.E.NA.128", "STG.E.NA.128"),
         "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
         "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S", "SYNCS"),
         "atom_reduce": ("LDG.E.128", "STG.E.128"),

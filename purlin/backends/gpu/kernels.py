@@ -76,7 +76,7 @@ def for_device(device: int) -> DeviceKernels:
         cubin = atomset.compile_cubin(atoms)
         mod = cp.cuda.function.Module()
         mod.load(cubin)
-        names = ["snac_run", "snac_run_pkt", "atom_copy", "atom_copy_l2", "atom_copy_cs", "atom_copy_wide",
+        names = ["snac_run", "snac_run_pkt", "atom_copy", "atom_copy_l2", "atom_copy_cs", "atom_copy_na", "atom_copy_wide",
                  "atom_copy_flat4", "atom_copy_occ2", "atom_copy_occ2_u4", "atom_reduce", "atom_copy_async",
                  "empty_kernel",
                  "flag_chain", "bump"]

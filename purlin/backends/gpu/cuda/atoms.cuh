@@ -72,6 +72,12 @@ PURLIN_LDV16(ldv_cs, ".cs.L2::256B")
 PURLIN_STV16(stv_cs, ".cs")
 template <class Vec> __device__ __forceinline__ void ldv_cs(Vec& r, const void* p) { ldv(r, p); }
 template <class Vec> __device__ __forceinline__ void stv_cs(void* p, const Vec& r) { stv(p, r); }
+// Loads and stores that skip L1 (a copy touches each byte once): on the H200, +0.6% and +0.3%
+// over plain at 64 and 256 MiB, -0.1% at 1 GiB (benchmarks/results/h200-atoms.json, sm_na).
+PURLIN_LDV16(ldv_na, ".L1::no_allocate")
+PURLIN_STV16(stv_na, ".L1::no_allocate")
+template <class Vec> __device__ __forceinline__ void ldv_na(Vec& r, const void* p) { ldv(r, p); }
+template <class Vec> __device__ __forceinline__ void stv_na(void* p, const Vec& r) { stv(p, r); }
 
 // V4: the fallback for Refs that are not 16-byte aligned.
 __device__ __forceinline__ void ldv(V4& r, const void* p) { r.w[0] = *(const volatile u32*)p; }
@@ -371,6 +377,7 @@ __device__ __forceinline__ void copy_step(const char* src, char* const* dsts, in
     if (GUARD && j >= nv) break;
     if (HINT == 1) ldv_l2(v[u], src + j * V);
     else if (HINT == 2) ldv_cs(v[u], src + j * V);
+    else if (HINT == 3) ldv_na(v[u], src + j * V);
     else ldv_s<SPLIT>(v[u], src + j * V);
   }
   for (int d = 0; d < ndst; ++d) {
@@ -379,12 +386,13 @@ __device__ __forceinline__ void copy_step(const char* src, char* const* dsts, in
       const i64 j = i + u * (i64)blockDim.x;
       if (GUARD && j >= nv) break;
       if (HINT == 2) stv_cs(dsts[d] + j * V, v[u]);
+      else if (HINT == 3) stv_na(dsts[d] + j * V, v[u]);
       else stv_s<SPLIT>(dsts[d] + j * V, v[u]);
     }
   }
 }
 
-// HINT: 0 plain, 1 loads ask L2 for 256-byte blocks, 2 streaming loads and stores.
+// HINT: 0 plain, 1 loads ask L2 for 256-byte blocks, 2 streaming loads and stores, 3 no L1.
 // UN: vectors in flight per thread (0: the default for V). SPLIT: see ldv_s.
 template <int V, bool PKT, int HINT = 0, int UN = 0, int SPLIT = 0>
 __device__ PURLIN_ATOM_FN bool cta_copy(const char* src, u32 tag, char* const* dsts, int ndst, i64 nbytes,

@@ -387,6 +387,7 @@ __device__ __forceinline__ void atom_copy_chunks(const char* src, char* dst, i64
 ATOM_COPY_KERNEL(atom_copy, 0, 0, PURLIN_MIN_BLOCKS)                                // plain vector loads/stores
 ATOM_COPY_KERNEL(atom_copy_l2, 1, 0, PURLIN_MIN_BLOCKS)                             // loads ask L2 for 256-byte blocks
 ATOM_COPY_KERNEL(atom_copy_cs, 2, 0, PURLIN_MIN_BLOCKS)                             // streaming loads and stores
+ATOM_COPY_KERNEL(atom_copy_na, 3, 0, PURLIN_MIN_BLOCKS)                             // loads and stores skip L1
 ATOM_COPY_KERNEL(atom_copy_wide, 0, (PURLIN_VEC == 32 ? 8 : 16), PURLIN_MIN_BLOCKS) // twice the vectors in flight
 // Two CTAs per SM (registers capped at 64; the kernels above hold 68, so one CTA of 512
 // threads fits an SM): twice the warps to hide the memory latency.
