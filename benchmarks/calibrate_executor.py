@@ -18,6 +18,9 @@ measure exactly the costs the simulator charges per instruction:
   its own input (a latency-regime consumer, alone and crowded).
 - ``copy_shifted``: copy_ops with destinations off a 512-byte boundary (V-block offsets);
 - ``reduce_shifted``: reduce_ops with sources off a 128-byte line (V-block offsets);
+- ``reduce_small``, ``reduce_dst_shifted``: reduce_ops of 4 and 16 KiB (a Reduce's start
+  against its bytes), and with destinations off by 16 bytes;
+- ``reduce_ctas``: c CTAs reducing 64 KiB each at once (an L2-resident reduce, crowded);
 - ``put_pass``: p push/read pairs, the reader taking the first or the last put of a 3-pass
   run (when the last pass becomes readable, alone and crowded);
 - ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
@@ -54,12 +57,22 @@ def copy_ops(k: int, n: int, shift: int = 0) -> Schedule:
     return Schedule(spec(k * n, k * n + shift), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
 
 
-def reduce_ops(k: int, n: int, m: int, shift: int = 0) -> Schedule:
+def reduce_ops(k: int, n: int, m: int, shift: int = 0, dst_shift: int = 0) -> Schedule:
     """k Reduce instructions of m fp32 sources; ``shift`` moves every source that many
-    bytes past a 128-byte line (reduce_shifted: each warp's loads touch one more line)."""
+    bytes past a 128-byte line (reduce_shifted: each warp's loads touch one more line),
+    ``dst_shift`` every destination (reduce_dst_shifted: a V block's output offset)."""
     ins = tuple(Reduce(tuple(Ref(0, "input", (j * k + i) * n + shift) for j in range(m)),
-                       (Ref(0, "output", i * n),), n, "fp32", "add") for i in range(k))
-    return Schedule(spec(m * k * n + shift, k * n), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+                       (Ref(0, "output", i * n + dst_shift),), n, "fp32", "add") for i in range(k))
+    return Schedule(spec(m * k * n + shift, k * n + dst_shift), (Program(0, 0, "micro", ins),), 0, 0, 1, 2)
+
+
+def reduce_ctas(c: int, n: int, m: int) -> Schedule:
+    """c CTAs at once, each one Reduce of m fp32 sources of n bytes (buffers in the L2 when
+    small): how a reducing CTA's rate holds up beside others, as in a collective."""
+    progs = tuple(Program(0, b, "micro", (Reduce(tuple(Ref(0, "input", (b * m + j) * n) for j in range(m)),
+                                                 (Ref(0, "output", b * n),), n, "fp32", "add"),))
+                  for b in range(c))
+    return Schedule(spec(c * m * n, c * n), progs, 0, 0, 1, 2)
 
 
 def ctas(c: int, n: int) -> Schedule:
@@ -172,6 +185,12 @@ CASES = (
     + [("copy_shifted", dict(k=k, n=n), copy_ops(k, n, shift=16)) for k in (1, 4, 16) for n in (4 * KiB, 64 * KiB)]
     + [("reduce_shifted", dict(k=k, n=n, m=m), reduce_ops(k, n, m, shift=16)) for k in (1, 16)
        for n in (64 * KiB, 1 * MiB) for m in (2, 8)]
+    + [("reduce_small", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (4 * KiB, 16 * KiB)
+       for m in (2, 8)]
+    + [("reduce_dst_shifted", dict(k=k, n=n, m=m), reduce_ops(k, n, m, dst_shift=16)) for k in (1, 16)
+       for n in (64 * KiB,) for m in (2, 8)]
+    + [("reduce_ctas", dict(c=c, n=n, m=m), reduce_ctas(c, n, m)) for c in (8, 64) for n in (64 * KiB,)
+       for m in (2, 8)]
 )
 
 

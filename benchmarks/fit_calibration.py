@@ -29,6 +29,9 @@ reduction) keep their priors. The fits:
   the CTAs that use packets;
 - ``packet_put_us``: one CTA's k PutPackets (put_ops) against one, less the batch starts
   and the bytes at the packet rate (which is fit less this cost, twice round);
+- ``l2_reduce_speedup`` and ``reduce_src_us``: the factor on the reduce rates when the
+  buffers sit in the L2, and a Reduce's start per plain source beyond the first, that best
+  reproduce the reduce microbenchmarks through the simulator;
 - ``packet_poll_us``: a reader waiting for the last put of a 3-pass run (put_pass, alone)
   against the simulator without the term, once every other parameter is fit;
 - ``copy_head_us``: copies to destinations off the executor's alignment boundary
@@ -275,6 +278,7 @@ def fit_copy_head(rows: list) -> tuple[float, str] | None:
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
 SAME_EXECUTOR = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_read_us",
                  "packet_src_us", "packet_crowd_us", "packet_poll_us", "packet_put_us", "copy_head_us",
+                 "l2_reduce_speedup", "reduce_src_us",
                  "sm.op_start_us", "tma.op_start_us")
 RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.reduce_src_gbps", "sm.store_gbps",
                  "tma.reduce_out_gbps", "tma.reduce_src_gbps", "tma.store_gbps")
@@ -389,6 +393,44 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str) -> tuple[fl
                        f"(mean error {e:.3f})")
 
 
+REDUCE_CASES = ("reduce_ops", "reduce_small", "reduce_shifted", "reduce_dst_shifted", "reduce_ctas")
+
+
+def fit_reduce_l2(ex: dict, doc: dict) -> dict | None:
+    """``l2_reduce_speedup`` (of 1.00, 1.02, ..., 2.00) and ``reduce_src_us`` (of 0.00,
+    0.01, ..., 0.15): the pair whose simulator best reproduces the reduce microbenchmarks
+    that one of them touches (buffers in the L2, or more than one source; one CTA and 8 or
+    64 at once), every other parameter as fit; mean relative error, each refit in turn."""
+    import calibrate_executor as ce
+
+    from purlin.sim import simulate
+    from purlin.sim.calibration import parse_calibration
+    from purlin.topology import load_topology
+    topo = load_topology("h200-loopback", world=1)
+    meas = ce.measured(ex)
+
+    def cal(f: float, s: float):
+        params = json.loads(json.dumps(doc["parameters"]))
+        params["l2_reduce_speedup"]["value"], params["reduce_src_us"]["value"] = f, s
+        return parse_calibration({**doc, "parameters": params}, "reduce fit")
+
+    def err(c) -> float:
+        return statistics.mean(abs(simulate(s, topo, c, record=False).time_us / t - 1) for t, s in cases)
+    cases = [(meas[key], s) for name, p, s in ce.CASES if name in REDUCE_CASES
+             and (key := ce.case_key(name, p)) in meas]
+    if not cases:
+        return None
+    grid_f, grid_s = np.round(np.arange(1.0, 2.001, 0.02), 2), np.round(np.arange(0.0, 0.151, 0.01), 2)
+    f, s = 1.0, 0.0
+    for _ in range(3):
+        f = min(grid_f, key=lambda x: err(cal(x, s)))
+        s = min(grid_s, key=lambda x: err(cal(f, x)))
+    how = (f"the pair whose simulator best reproduces {len(cases)} reduce runs ({', '.join(REDUCE_CASES)}; "
+           f"mean error {err(cal(f, s)):.3f}), each refit three times in turn")
+    return {"l2_reduce_speedup": (float(f), f"of 1.00, 1.02, ..., 2.00 with reduce_src_us, {how}"),
+            "reduce_src_us": (float(s), f"of 0.00, 0.01, ..., 0.15 with l2_reduce_speedup, {how}")}
+
+
 def fit_poll(ex: dict, doc: dict) -> tuple[float, str] | None:
     """``packet_poll_us``: how much later than the simulator (this term at 0, every other
     parameter as fit) a reader waiting for a run's last put has it and is done."""
@@ -430,10 +472,14 @@ def main(argv=None) -> None:
     else:
         fitted = fit_all(raw, None, doc["parameters"], hbm, 0.0)
     params = doc["parameters"] = _with(doc["parameters"], fitted, where)
-    poll = fit_poll(ex, doc) if ex is not None else None
-    if poll is not None:
-        fitted["packet_poll_us"] = (poll[0], f"{poll[1]}; {args.executor_raw.name}")
-        params = doc["parameters"] = _with(doc["parameters"], {"packet_poll_us": fitted["packet_poll_us"]}, where)
+    if ex is not None:   # through the simulator, once the rest is fit, in this order
+        got = fit_reduce_l2(ex, doc) or {}
+        poll = fit_poll(ex, {**doc, "parameters": _with(doc["parameters"], got, where)})
+        if poll is not None:
+            got["packet_poll_us"] = poll
+        got = {k: (v, f"{how}; {args.executor_raw.name}") for k, (v, how) in got.items()}
+        fitted.update(got)
+        params = doc["parameters"] = _with(doc["parameters"], got, where)
     doc["source"] = (f"H200 SXM. Measured parameters refit from GPU microbenchmarks ({where}; raw "
                      f"samples in benchmarks/results/{args.raw.name}); NVLink and in-switch "
                      "parameters stay priors (one GPU cannot measure them).")

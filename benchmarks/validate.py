@@ -38,7 +38,7 @@ DTYPE = "fp32"
 TRACED = ((8, "all_reduce", 4 << 20), (8, "all_gather", 64 << 10), (4, "reduce_scatter", 16 << 20),
           (8, "all_to_all_v", 4 << 20), (8, "all_to_all", 4 << 20), (4, "all_reduce", 16 << 10),
           (4, "all_reduce", 64 << 10), (4, "all_gather_v", 64 << 10), (8, "reduce_scatter_v", 1 << 20),
-          (8, "reduce_scatter", 1 << 20))
+          (8, "reduce_scatter", 1 << 20), (2, "all_to_all", 16 << 10))
 
 
 def calls_per_graph(size: int) -> int:

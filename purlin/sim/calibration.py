@@ -116,7 +116,10 @@ class Calibration:
         the first source's round trip, its tag checks and accumulation do not.
     packet_crowd_us : float
         Extra start-up of a packet read per doubling of the call's CTAs that push or read
-        packets, beyond two: their polling crowds the memory system.
+        packets, beyond two: their polling crowds the memory system. Paid after any wait
+        for the packets (slower polls), so waiting does not hide it.
+    reduce_src_us : float
+        Extra start-up of a Reduce per plain (not packet) source beyond the first.
     packet_poll_us : float
         How long after a window's last packet lands a reader that was already polling
         for it has it: its poll loads are a round trip behind the stores.
@@ -151,6 +154,10 @@ class Calibration:
         this many MiB finds them in the L2 cache when calls repeat (as in a CUDA graph).
     l2_speedup : float
         The memory capacity of such a GPU, as a multiple of its HBM capacity.
+    l2_reduce_speedup : float
+        A reducing CTA's rates (``reduce_out_gbps``, ``reduce_src_gbps``) on such a GPU, as
+        a multiple of the rates from HBM: a reduce's loads are latency-bound, and the L2
+        answers sooner.
     link_efficiency : float
         Fraction of a link's ``bandwidth_gbps`` (already "effective" in the topology
         files) that the simulated protocol attains; 1.0 keeps the topology's number.
@@ -177,6 +184,7 @@ class Calibration:
     packet_read_us: float
     packet_src_us: float
     packet_crowd_us: float
+    reduce_src_us: float
     packet_poll_us: float
     packet_put_us: float
     copy_head_us: float
@@ -186,6 +194,7 @@ class Calibration:
     hbm_knee: float
     l2_resident_mib: float
     l2_speedup: float
+    l2_reduce_speedup: float
     link_efficiency: float
     sm: AtomCost
     tma: AtomCost
@@ -212,13 +221,15 @@ class Calibration:
                            provenance=self.provenance, where="<with_values>")
 
 
-_TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us", "wait_check_us", "packet_batch", "signal_batch",
-        "packet_gbps", "packet_read_gbps", "packet_read_us", "packet_src_us", "packet_crowd_us", "packet_poll_us",
-        "packet_put_us", "copy_head_us", "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup", "link_efficiency")
+_TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us", "notify_issue_us",
+        "wait_check_us", "packet_batch", "signal_batch", "packet_gbps", "packet_read_gbps", "packet_read_us",
+        "packet_src_us", "packet_crowd_us", "reduce_src_us", "packet_poll_us", "packet_put_us", "copy_head_us",
+        "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup",
+        "l2_reduce_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
 PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""
-_POSITIVE = ({"hbm_efficiency", "link_efficiency", "l2_speedup"}
+_POSITIVE = ({"hbm_efficiency", "link_efficiency", "l2_speedup", "l2_reduce_speedup"}
              | {k for k in PARAMETERS if k.endswith(("_gbps", "_efficiency"))})
 _AT_MOST_ONE = {k for k in PARAMETERS if k.endswith("_efficiency")}
 

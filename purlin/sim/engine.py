@@ -21,7 +21,8 @@ wait for its last packets has them ``packet_poll_us`` after they land.
 
 What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
-doubling of the CTAs on its GPU that use packets; a Copy whose destination the executor
+doubling of the CTAs on its GPU that use packets (after any wait: its polls are slower,
+so waiting does not hide them); a Copy whose destination the executor
 aligns first (:func:`_aligns_first`) pays ``copy_head_us``.
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
@@ -298,18 +299,19 @@ class _Run:
                 ev = Event(env)
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
-                pre = spec.pre_us
+                pre, crowd = spec.pre_us, 0.0
                 if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
                     pre = max(0.0, pre - cal.sm.op_start_us)
                 if kind is PutPackets:
                     pre += cal.packet_put_us
                 elif not crowded and any(r.buffer == "packets" for r in sources(ins)):
-                    pre += self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
+                    crowd = self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
                     crowded = True
                 elif kind is Copy and _aligns_first(ins, cal):
                     pre += cal.copy_head_us
                 if fused:   # its start-up (and first packet loads) ran while it waited
                     pre = max(0.0, pre - (env.now - fused_since))
+                pre += crowd   # crowded polls are slower: waiting does not hide them
                 self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)
                 yield ev
                 for w in fused:   # a read checking tags cannot end before its last packet lands

@@ -35,7 +35,9 @@ stream for ``sm``/``tma``, at ``store_gbps`` on the CTA's GPU (a multicast store
 of one instruction run one after the other in the CTA's loop, so
 the cap is ``1 / sum(1 / stream rate)``. A Reduce adds a stream for its output
 (``reduce_out_gbps``: accumulate, convert, store) and reads each local source at
-``reduce_src_gbps`` (remote ones at ``cta_remote_gbps``).
+``reduce_src_gbps`` (remote ones at ``cta_remote_gbps``); both ``l2_reduce_speedup``
+times faster on a GPU whose buffers sit in the L2. Each plain source beyond the first adds
+``reduce_src_us`` to its start.
 """
 from __future__ import annotations
 
@@ -105,8 +107,11 @@ class Fabric:
             caps.append(link.bandwidth_gbps * calibration.link_efficiency * GBPS_TO_BPUS)
             knees.append(0.0)
         l2 = calibration.l2_resident_mib * (1 << 20)
+        self._cached: set[str] = set()   # GPUs whose buffers of this call sit in the L2
         for gpu in topology.gpus:   # a call whose buffers fit in L2 finds them there
             cached = footprint is not None and 0 < footprint.get(gpu.name, 0) <= l2
+            if cached:
+                self._cached.add(gpu.name)
             names.append(f"{gpu.name}.hbm")
             caps.append(gpu.hbm_bandwidth_gbps * calibration.hbm_efficiency * GBPS_TO_BPUS
                         * (calibration.l2_speedup if cached else 1.0))
@@ -237,6 +242,8 @@ class Fabric:
                                          default=0.0)
             if any(pkt_src):   # the first packets' round trip, then each further source's checks
                 pre += self.cal.packet_read_us + self.cal.packet_src_us * (sum(pkt_src) - 1)
+            if kind == "R":   # each further plain source: its pointer and first loads
+                pre += self.cal.reduce_src_us * max(0, sum(not pk for pk in pkt_src) - 1)
             post = max((self.latency_us(c, d) for d in dsts), default=0.0)
 
             def read_rate(s: int, pk: bool, local: float) -> float:
@@ -246,8 +253,9 @@ class Fabric:
                     return cost.cta_remote_gbps
                 return local
             if kind == "R":   # a fixed cost per output byte, plus one per source read
-                stream_rates = [cost.reduce_out_gbps] + [read_rate(s, pk, cost.reduce_src_gbps)
-                                                         for s, pk in zip(srcs, pkt_src)]
+                f = self.cal.l2_reduce_speedup if self._gpu[c] in self._cached else 1.0
+                stream_rates = [cost.reduce_out_gbps * f] + [read_rate(s, pk, cost.reduce_src_gbps * f)
+                                                             for s, pk in zip(srcs, pkt_src)]
             else:
                 stream_rates = [read_rate(s, pk, cost.cta_local_gbps) for s, pk in zip(srcs, pkt_src)]
         # stores: the write side of every destination

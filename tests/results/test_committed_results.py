@@ -49,6 +49,21 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
         assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key
 
 
+def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks():
+    """The terms fit through the simulator (reduce in the L2, per-source reduce start,
+    packet poll) are what fit_calibration.py makes of the committed raws and calibration."""
+    import fit_calibration as fc
+    ex = load("h200-executor-calibration-raw.json")
+    doc = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())
+    cal = doc["parameters"]
+    got = fc.fit_reduce_l2(ex, doc)
+    got["packet_poll_us"] = fc.fit_poll(ex, doc)
+    for key, (value, _) in got.items():
+        assert cal[key]["provenance"] == "measured", key
+        assert cal[key]["value"] == pytest.approx(value, abs=1e-4), key
+    assert cal["l2_reduce_speedup"]["value"] > 1.0 and 0 < cal["packet_poll_us"]["value"] < 1.0
+
+
 @pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "gb200", "mi300x", "rubin"])
 def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
     import fit_calibration as fc

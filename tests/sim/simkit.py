@@ -11,9 +11,13 @@ MB = 1_000_000
 def round_calibration(**over: float):
     """Round numbers so expected times are easy to write down; CTA caps far above
     any link unless a test lowers them."""
-    v = {"launch_us": 1.0, "launch_grid_us": 0.0, "launch_per_cta_us": 0.0, "signal_latency_us": 0.5, "notify_issue_us": 0.1, "wait_check_us": 0.0, "packet_batch": 1.0, "signal_batch": 1.0, "packet_gbps": 2e6, "packet_read_gbps": 2e6, "packet_read_us": 0.0, "packet_src_us": 0.0, "packet_crowd_us": 0.0, "packet_poll_us": 0.0, "packet_put_us": 0.0,
+    v = {"launch_us": 1.0, "launch_grid_us": 0.0, "launch_per_cta_us": 0.0, "signal_latency_us": 0.5,
+         "notify_issue_us": 0.1, "wait_check_us": 0.0, "packet_batch": 1.0, "signal_batch": 1.0,
+         "packet_gbps": 2e6, "packet_read_gbps": 2e6, "packet_read_us": 0.0, "packet_src_us": 0.0,
+         "packet_crowd_us": 0.0, "reduce_src_us": 0.0, "packet_poll_us": 0.0, "packet_put_us": 0.0,
          "copy_head_us": 0.0, "copy_align_bytes": 0.0, "copy_align_min_bytes": 0.0,
-         "hbm_efficiency": 1.0, "hbm_knee": 0.0, "l2_resident_mib": 0.0, "l2_speedup": 1.0, "link_efficiency": 1.0}
+         "hbm_efficiency": 1.0, "hbm_knee": 0.0, "l2_resident_mib": 0.0, "l2_speedup": 1.0,
+         "l2_reduce_speedup": 1.0, "link_efficiency": 1.0}
     for atom in ("sm", "tma", "ce", "switch"):
         v[f"{atom}.cta_local_gbps"] = 1e6
         v[f"{atom}.cta_remote_gbps"] = 1e6

@@ -265,3 +265,41 @@ def test_a_reader_that_waited_has_its_packets_a_poll_later(reader_busy_bytes, fu
     s = schedule([put, read], nbytes=4 * MB)
     base = simulate(s, minimal(2), round_calibration()).time_us
     assert simulate(s, minimal(2), c).time_us == pytest.approx(base + extra)
+
+
+def test_a_waiting_reader_still_pays_the_crowd():
+    # 8 CTAs of rank 1 wait for a window rank 0 fills after a 1 MB copy, then read it: the
+    # crowd (2 doublings of 8 packet CTAs on GPU 1, 0.25 us each) comes after the wait
+    c = round_calibration(packet_crowd_us=0.25)
+    put = Program(0, 0, "put", (Copy(Ref(0, "input", 0), (Ref(0, "staging", 0),), MB),
+                                PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 16, 1)))
+    reads = [Program(1, k, "read", (WaitPackets(Ref(1, "packets", 0), 16, 1),
+                                    Copy(Ref(1, "packets", 0), (Ref(1, "output", 16 * k),), 16)))
+             for k in range(8)]
+    s = schedule([put] + reads)
+    assert simulate(s, minimal(2), c).time_us == pytest.approx(
+        simulate(s, minimal(2), round_calibration()).time_us + 0.5)
+
+
+@pytest.mark.parametrize("packet_windows, extra", [(0, 2 * 0.3), (2, 0.0)])
+def test_each_plain_reduce_source_beyond_the_first_adds_its_start(packet_windows, extra):
+    # a Reduce of 3 sources: all plain (2 beyond the first, 0.3 us each), or 2 packet
+    # windows and the CTA's own input (their cost is packet_src_us, not this)
+    srcs = tuple(Ref(0, "packets", k * 1024) for k in range(packet_windows))
+    srcs += tuple(Ref(0, "input", k * 1024) for k in range(3 - packet_windows))
+    prog = Program(0, 0, "reduce", (Reduce(srcs, (Ref(0, "output", 0),), 1024, "fp32", "add"),))
+    s = schedule([prog])
+    base = simulate(s, minimal(2), round_calibration()).time_us
+    assert simulate(s, minimal(2), round_calibration(reduce_src_us=0.3)).time_us == pytest.approx(base + extra)
+
+
+@pytest.mark.parametrize("l2_mib, us_of_bytes", [(100.0, 30 / 2), (0.5, 30.0)])
+def test_a_reduce_in_the_l2_runs_l2_reduce_speedup_times_faster(l2_mib, us_of_bytes):
+    # one CTA reduces 2 sources of 1 MB at 100 GB/s per stream (out + 2 sources: 30 us,
+    # CTA-bound); its 3 MB of buffers fit in 100 MiB of L2, not in 0.5 MiB
+    c = round_calibration(l2_reduce_speedup=2.0, l2_resident_mib=l2_mib,
+                          **{"sm.reduce_out_gbps": 100.0, "sm.reduce_src_gbps": 100.0})
+    prog = Program(0, 0, "reduce", (Reduce((Ref(0, "input", 0), Ref(0, "input", MB)), (Ref(0, "output", 0),),
+                                           MB, "fp32", "add"),))
+    r = simulate(schedule([prog], nbytes=MB), minimal(2), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + us_of_bytes)
