@@ -361,6 +361,34 @@ def _with(params: dict, fitted: dict, where: str) -> dict:
     return out
 
 
+def _simulator(doc: dict, where: str):
+    """``time_us(schedule, **values)``: the simulator's time for a microbenchmark on one
+    H200 with ``doc``'s calibration, some parameter values replaced (the fits that go
+    through the simulator)."""
+    from purlin.sim import simulate
+    from purlin.sim.calibration import parse_calibration
+    from purlin.topology import load_topology
+    topo = load_topology("h200-loopback", world=1)
+    cals: dict[tuple, object] = {}
+
+    def time_us(schedule, **values: float) -> float:
+        key = tuple(sorted(values.items()))
+        if key not in cals:
+            params = json.loads(json.dumps(doc["parameters"]))
+            for name, v in values.items():
+                params[name]["value"] = v
+            cals[key] = parse_calibration({**doc, "parameters": params}, where)
+        return simulate(schedule, topo, cals[key], record=False).time_us
+    return time_us
+
+
+def _measured_cases(ex: dict, names) -> list[tuple[float, object]]:
+    """(median us, schedule) of the executor microbenchmarks of ``names`` that were run."""
+    import calibrate_executor as ce
+    meas = ce.measured(ex)
+    return [(meas[key], s) for name, p, s in ce.CASES if name in names and (key := ce.case_key(name, p)) in meas]
+
+
 KNEES = (0.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0)
 
 
@@ -369,22 +397,17 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str) -> tuple[fl
     CTAs copying 4 MiB each (c = 1 .. 128, from one CTA to a saturated memory) in the
     simulator (mean relative error; the loaded runs the rates come from match any k)."""
     import calibrate_executor as ce
-
-    from purlin.sim import simulate
-    from purlin.sim.calibration import parse_calibration
-    from purlin.topology import load_topology
-    topo = load_topology("h200-loopback", world=1)
     meas = ce.measured(ex)
-    cases = [(key, s) for name, p, s in ce.CASES
+    cases = [(meas[key], s) for name, p, s in ce.CASES
              if (key := ce.case_key(name, p)) in meas and name == "ctas" and p["n"] >= 1 << 22]
+    sim = _simulator(doc, "knee fit")
     best = None
     for k in KNEES:
         fitted = fit_all(raw, ex, doc["parameters"], hbm, k)
         fitted["hbm_knee"] = (k, "")
-        cal = parse_calibration({**doc, "parameters": _with(doc["parameters"], fitted, where)}, "knee fit")
-        errs = [abs(simulate(s, topo, cal, record=False).time_us / meas[key] - 1) for key, s in cases]
-        e = statistics.mean(errs)
-        print(f"hbm_knee {k:4g}: mean error {e:.4f} over {len(errs)} runs")
+        values = {key: round(v, 4) for key, (v, _) in fitted.items()}   # as written to the file
+        e = statistics.mean(abs(sim(s, **values) / t - 1) for t, s in cases)
+        print(f"hbm_knee {k:4g}: mean error {e:.4f} over {len(cases)} runs")
         if best is None or e < best[0]:
             best = (e, k, fitted)
     e, k, fitted = best
@@ -401,32 +424,20 @@ def fit_reduce_l2(ex: dict, doc: dict) -> dict | None:
     0.01, ..., 0.15): the pair whose simulator best reproduces the reduce microbenchmarks
     that one of them touches (buffers in the L2, or more than one source; one CTA and 8 or
     64 at once), every other parameter as fit; mean relative error, each refit in turn."""
-    import calibrate_executor as ce
-
-    from purlin.sim import simulate
-    from purlin.sim.calibration import parse_calibration
-    from purlin.topology import load_topology
-    topo = load_topology("h200-loopback", world=1)
-    meas = ce.measured(ex)
-
-    def cal(f: float, s: float):
-        params = json.loads(json.dumps(doc["parameters"]))
-        params["l2_reduce_speedup"]["value"], params["reduce_src_us"]["value"] = f, s
-        return parse_calibration({**doc, "parameters": params}, "reduce fit")
-
-    def err(c) -> float:
-        return statistics.mean(abs(simulate(s, topo, c, record=False).time_us / t - 1) for t, s in cases)
-    cases = [(meas[key], s) for name, p, s in ce.CASES if name in REDUCE_CASES
-             and (key := ce.case_key(name, p)) in meas]
+    cases = _measured_cases(ex, REDUCE_CASES)
     if not cases:
         return None
+    sim = _simulator(doc, "reduce fit")
+
+    def err(f: float, s: float) -> float:
+        return statistics.mean(abs(sim(sc, l2_reduce_speedup=f, reduce_src_us=s) / t - 1) for t, sc in cases)
     grid_f, grid_s = np.round(np.arange(1.0, 2.001, 0.02), 2), np.round(np.arange(0.0, 0.151, 0.01), 2)
     f, s = 1.0, 0.0
     for _ in range(3):
-        f = min(grid_f, key=lambda x: err(cal(x, s)))
-        s = min(grid_s, key=lambda x: err(cal(f, x)))
+        f = min(grid_f, key=lambda x: err(x, s))
+        s = min(grid_s, key=lambda x: err(f, x))
     how = (f"the pair whose simulator best reproduces {len(cases)} reduce runs ({', '.join(REDUCE_CASES)}; "
-           f"mean error {err(cal(f, s)):.3f}), each refit three times in turn")
+           f"mean error {err(f, s):.3f}), each refit three times in turn")
     return {"l2_reduce_speedup": (float(f), f"of 1.00, 1.02, ..., 2.00 with reduce_src_us, {how}"),
             "reduce_src_us": (float(s), f"of 0.00, 0.01, ..., 0.15 with l2_reduce_speedup, {how}")}
 
@@ -435,18 +446,10 @@ def fit_poll(ex: dict, doc: dict) -> tuple[float, str] | None:
     """``packet_poll_us``: how much later than the simulator (this term at 0, every other
     parameter as fit) a reader waiting for a run's last put has it and is done."""
     import calibrate_executor as ce
-
-    from purlin.sim import simulate
-    from purlin.sim.calibration import parse_calibration
-    from purlin.topology import load_topology
-    key = ce.case_key("put_pass", {"last": True, "p": 1})
-    meas = ce.measured(ex).get(key)
+    meas = ce.measured(ex).get(ce.case_key("put_pass", {"last": True, "p": 1}))
     if meas is None:
         return None
-    params = json.loads(json.dumps(doc["parameters"]))
-    params["packet_poll_us"]["value"] = 0.0
-    cal = parse_calibration({**doc, "parameters": params}, "poll fit")
-    sim = simulate(ce.put_pass(True, 1), load_topology("h200-loopback", world=1), cal, record=False).time_us
+    sim = _simulator(doc, "poll fit")(ce.put_pass(True, 1), packet_poll_us=0.0)
     return max(0.0, meas - sim), (f"one CTA reading the last of a 3-pass run of PutPackets (put_pass, "
                                   f"{meas:.3f} us) less the simulator without this term ({sim:.3f} us)")
 

@@ -62,22 +62,19 @@ __device__ __forceinline__ void body(const char* src, char* dst, i64 nbytes, i64
   }
 }
 #define K(name, LD, ST, L, U, T, B) extern "C" __global__ void __launch_bounds__(T, B) name(const char* s, char* d, i64 n, i64 c) { body<LD, ST, L, U>(s, d, n, c); }
-K(base, 0, 0, 0, 8, 512, 1)
-K(nc, 1, 0, 0, 8, 512, 1)
-K(ncl2, 2, 0, 0, 8, 512, 1)
-K(l1na, 4, 1, 0, 8, 512, 1)
-K(ef, 3, 3, 0, 8, 512, 1)
-K(efst, 0, 3, 0, 8, 512, 1)
-K(efld, 3, 0, 0, 8, 512, 1)
-K(warp, 0, 0, 1, 8, 512, 1)
-K(ncwarp, 2, 0, 1, 8, 512, 1)
-K(u16t256, 0, 0, 0, 16, 256, 2)
-K(nc_u16t256, 2, 0, 0, 16, 256, 2)
-K(u4t1024, 0, 0, 0, 4, 1024, 1)
 '''
-NAMES = ["base", "nc", "ncl2", "l1na", "ef", "efst", "efld", "warp", "ncwarp", "u16t256", "nc_u16t256", "u4t1024"]
-THREADS = {"u16t256": 256, "nc_u16t256": 256, "u4t1024": 1024}
+# name: (load kind LD, store kind ST, layout, vectors in flight U, threads, CTAs per SM);
+# LD 0 plain, 1 .nc, 2 .nc + L2::256B, 3 evict-first policy, 4 L1::no_allocate;
+# ST 0 plain, 1 L1::no_allocate, 3 evict-first policy; layout 1: warp-contiguous
+VARIANTS = {"base": (0, 0, 0, 8, 512, 1), "nc": (1, 0, 0, 8, 512, 1), "ncl2": (2, 0, 0, 8, 512, 1),
+            "l1na": (4, 1, 0, 8, 512, 1), "ef": (3, 3, 0, 8, 512, 1), "efst": (0, 3, 0, 8, 512, 1),
+            "efld": (3, 0, 0, 8, 512, 1), "warp": (0, 0, 1, 8, 512, 1), "ncwarp": (2, 0, 1, 8, 512, 1),
+            "u16t256": (0, 0, 0, 16, 256, 2), "nc_u16t256": (2, 0, 0, 16, 256, 2), "u4t1024": (0, 0, 0, 4, 1024, 1)}
+SRC += "".join(f"K({name}, {', '.join(map(str, v))})\n" for name, v in VARIANTS.items())
+NAMES = list(VARIANTS)
 MiB = 1 << 20
+
+
 def main():
     mod = cp.RawModule(code=SRC, options=("-arch=sm_90", "-std=c++17"))
     fns = {n: mod.get_function(n) for n in NAMES}
@@ -99,8 +96,8 @@ def main():
             mc = lambda: cp.cuda.runtime.memcpyAsync(dst, src, n, cp.cuda.runtime.memcpyDeviceToDevice, s0.ptr)
             cfgs = []
             for name in NAMES if doff == 0 else ["base"]:
-                T = THREADS.get(name, 512)
-                per = 16 * T * (16 if "u16" in name else 4 if "u4" in name else 8)
+                U, T = VARIANTS[name][3:5]
+                per = 16 * T * U   # bytes of one step of the CTA
                 for ctas, chunk in ((4 * sms, -1), (8 * sms, -1), (sms, 64 * 1024), (2 * sms, 64 * 1024), (4 * sms, 256 * 1024)):
                     if chunk < 0:
                         chunk = -(-n // ctas); chunk = -(-chunk // per) * per

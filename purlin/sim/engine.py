@@ -53,8 +53,12 @@ except ImportError:  # pragma: no cover - simpy is a declared dependency
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
 
 
+def _reads_packets(ins) -> bool:
+    return any(r.buffer == "packets" for r in sources(ins))
+
+
 def _uses_packets(ins) -> bool:
-    return isinstance(ins, (PutPackets, WaitPackets)) or any(r.buffer == "packets" for r in sources(ins))
+    return isinstance(ins, (PutPackets, WaitPackets)) or _reads_packets(ins)
 
 
 def _aligns_first(ins: Copy, cal: Calibration) -> bool:
@@ -304,7 +308,7 @@ class _Run:
                     pre = max(0.0, pre - cal.sm.op_start_us)
                 if kind is PutPackets:
                     pre += cal.packet_put_us
-                elif not crowded and any(r.buffer == "packets" for r in sources(ins)):
+                elif not crowded and _reads_packets(ins):
                     crowd = self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
                     crowded = True
                 elif kind is Copy and _aligns_first(ins, cal):

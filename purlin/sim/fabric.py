@@ -131,8 +131,8 @@ class Fabric:
     def same_gpu(self, p: int, q: int) -> bool:
         return self._gpu[p] == self._gpu[q]
 
-    def gpu_of(self, rank: int) -> int:
-        """The GPU (index) rank ``rank`` runs on."""
+    def gpu_of(self, rank: int) -> str:
+        """The name of the GPU rank ``rank`` runs on."""
         return self._gpu[rank]
 
     def route(self, p: int, q: int) -> tuple[int, ...]:
