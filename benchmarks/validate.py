@@ -70,7 +70,7 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
     from gpu_common import time_graph
 
     from purlin.backends.gpu import LoopbackWorld
-    from purlin.snac.serialize import digest
+    from purlin.snac.serialize import programs_digest
     from purlin.spec import evaluate
     from purlin.topology import load_topology
 
@@ -109,7 +109,7 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
                 world.check()
                 med = statistics.median(us)
                 rows.append({"world": w, "collective": c.name, "requested": size,
-                             "size": library.nccl_size(c), "digest": digest(s), "cta_budget": world.cta_budget,
+                             "size": library.nccl_size(c), "programs_digest": programs_digest(s), "cta_budget": world.cta_budget,
                              "policy": s.policy, "calls_per_graph": calls_per_graph(size),
                              "samples_us": us, "time_us": med, "wrong": wrong})
                 if (w, name, size) in TRACED:
@@ -137,7 +137,7 @@ def _save(out_dir: Path, info: dict, memcpy: float, t_start: float, rows: list) 
 def predict(raw_path: Path, calibration: str = "h200") -> dict:
     from purlin.sim import simulate
     from purlin.snac import plan
-    from purlin.snac.serialize import digest
+    from purlin.snac.serialize import programs_digest
     from purlin.topology import load_topology
 
     raw = json.loads(raw_path.read_text())
@@ -146,7 +146,7 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
         topo = load_topology(raw["topology"], world=p["world"])
         c = library.from_size(p["collective"], p["world"], p["requested"], raw["dtype"])
         s = plan(c, topo, p["policy"], cta_budget=p["cta_budget"])   # the policy that ran
-        if digest(s) != p["digest"]:
+        if programs_digest(s) != p["programs_digest"]:
             raise SystemExit(f"{p['collective']} W={p['world']} {p['requested']} B: the schedule "
                              f"planned here differs from the one measured (digest mismatch)")
         r = simulate(s, topo, calibration, record="trace" in p)
@@ -154,7 +154,7 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
         if "trace" in p:
             traces.append(_side_by_side(s, r, p))
         points.append({**{k: p[k] for k in ("world", "collective", "requested", "size", "policy", "wrong",
-                                            "cta_budget", "digest")},
+                                            "cta_budget", "programs_digest")},
                        "measured_us": p["time_us"], "measured_samples_us": p["samples_us"],
                        "predicted_us": r.time_us, "error": err})
     errs = [abs(p["error"]) for p in points]

@@ -42,7 +42,8 @@ def _value(v: str):
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", "-w", type=int, default=8, help="number of ranks")
+    p.add_argument("--world", "-w", type=int, default=None,
+                   help="number of ranks (default: the topology's; 8 without a topology)")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--op", default="add", help="reduction op for reducing collectives")
     p.add_argument("--root", type=int, default=0)
@@ -58,12 +59,20 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _plan_from_args(args: argparse.Namespace, check: bool):
     from purlin.snac import plan
-    from purlin.snac.planner import resolve_topology
     from purlin.spec import library
-    c = library.from_size(args.collective, args.world, parse_size(args.bytes), args.dtype,
+    topo = _topology_from_args(args)
+    c = library.from_size(args.collective, topo.world, parse_size(args.bytes), args.dtype,
                           args.op, args.root)
-    topo = resolve_topology(args.topology, c.world)
     return plan(c, topo, parse_policy(args), args.ctas, check=check), topo
+
+
+def _topology_from_args(args: argparse.Namespace):
+    """The one topology a command runs on: ``--topology`` (a loopback one takes
+    ``--world`` ranks), or a synthetic switch of ``--world`` GPUs (default 8)."""
+    from purlin.topology import resolve_topology
+    if args.topology is None:
+        return resolve_topology(None, args.world or 8)
+    return resolve_topology(args.topology, args.world)
 
 
 def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
@@ -129,12 +138,12 @@ def cmd_sim(args: argparse.Namespace) -> int:
     names = args.collectives or list(library.PURLIN_SEVEN)
     pol = parse_policy(args)
     sizes = parse_sizes(args.sizes)
-    world = args.world if "loopback" in str(args.topology) else None
+    topo = _topology_from_args(args)
     all_rows = []
     for name in names:
-        rows = predict(name, args.topology, sizes, pol, dtype=args.dtype, op=args.op,
-                       calibration=args.calibration, world=world, cta_budget=args.ctas)
-        print(f"# {library.canonical(name)} on {args.topology}")
+        rows = predict(name, topo, sizes, pol, dtype=args.dtype, op=args.op,
+                       calibration=args.calibration, cta_budget=args.ctas)
+        print(f"# {library.canonical(name)} on {topo.name}")
         print(format_table(rows))
         all_rows += rows
     if args.json:
@@ -143,9 +152,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.plot:
         plot_bandwidth(all_rows, args.plot)
     if args.trace or args.gantt:
-        r = simulate_collective(names[0], args.topology, sizes[-1], pol, dtype=args.dtype,
-                                op=args.op, calibration=args.calibration, world=world,
-                                cta_budget=args.ctas)
+        r = simulate_collective(names[0], topo, sizes[-1], pol, dtype=args.dtype,
+                                op=args.op, calibration=args.calibration, cta_budget=args.ctas)
         if args.trace:
             r.write_trace(args.trace)
         if args.gantt:

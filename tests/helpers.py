@@ -18,9 +18,9 @@ def random_inputs(c, rng):
 
 
 def assert_matches(c, schedule, got, inputs):
-    """Bit-exact for copies and rank-ordered reductions; ring reductions round per hop."""
+    """Bit-exact where the schedule reduces in rank order; otherwise (a ring) within rounding."""
     want = evaluate(c, inputs)
-    ring = schedule.policy.get("algorithm") == "ring" and c.is_reduce
+    ring = schedule.reduction == "any"
     for q in range(c.world):
         if ring and c.dtype.is_float:
             a = got[q].view(c.dtype.numpy).astype(np.float64)

@@ -41,7 +41,8 @@ from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.result import SimResult
 from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read,
                             sources)
-from purlin.topology import Topology, load_topology, minimal
+from purlin.snac.bind import bind_topology
+from purlin.topology import Topology
 
 try:
     import simpy
@@ -80,7 +81,8 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     schedule : Schedule
         From :func:`purlin.snac.plan` or built by hand; executed unchanged.
     topology : Topology or str, optional
-        A Topology or a shipped name; default: the topology the schedule names.
+        Default: the topology the schedule was planned for (the Schedule names it).
+        One given must be that same topology (same content digest).
     calibration : Calibration or str, optional
         A Calibration, a GPU kind or a JSON path; default: ``topology.gpu_kind``.
     record : bool
@@ -97,8 +99,9 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
         If every remaining CTA waits on something that never comes; names a stuck
         (rank, cta, instruction) and its signal.
     ScheduleError
-        If an instruction cannot run on this topology (e.g. Atom ``switch`` without an
-        in-switch-reduce switch), naming rank, cta and instruction.
+        If ``topology`` is not the one the schedule was planned for, or an instruction
+        cannot run on it (e.g. Atom ``switch`` without an in-switch-reduce switch),
+        naming rank, cta and instruction.
 
     Examples
     --------
@@ -106,31 +109,18 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     >>> from purlin.snac import plan
     >>> from purlin.topology import minimal
     >>> s = plan(library.all_gather(2, 1 << 16), minimal(2))
-    >>> r = simulate(s, minimal(2), "synthetic")
+    >>> r = simulate(s, calibration="synthetic")
     >>> r.time_us > 0 and r.busbw_gbps <= 100.0
     True
     """
     if simpy is None:
         raise BackendUnavailable("the simulator needs simpy: pip install simpy")
-    topo = _topology(schedule, topology)
+    topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
-    if topo.world != schedule.world:
-        raise ScheduleError(f"schedule has {schedule.world} ranks, topology {topo.name} has "
-                            f"{topo.world}")
     wall = time.perf_counter()
     run = _Run(schedule, topo, cal, record)
     run.go()
     return run.result(time.perf_counter() - wall)
-
-
-def _topology(schedule: Schedule, topology: Topology | str | None) -> Topology:
-    if isinstance(topology, Topology):
-        return topology
-    name = str(topology or schedule.topology)
-    loopback = "loopback" in name
-    if name == "minimal" or name.startswith("minimal-"):  # built in code by the planner
-        return minimal(schedule.world, loopback=loopback)
-    return load_topology(name, world=schedule.world if loopback else None)
 
 
 def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calibration:

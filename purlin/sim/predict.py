@@ -14,7 +14,7 @@ from purlin.sim.calibration import Calibration
 from purlin.sim.engine import simulate
 from purlin.sim.result import SimResult
 from purlin.spec import library
-from purlin.topology import Topology, load_topology
+from purlin.topology import Topology, resolve_topology
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20,
           "MB": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
@@ -64,13 +64,6 @@ def parse_sizes(text: str) -> list[int]:
         out.append(n)
         n *= factor
     return out
-
-
-def resolve_topology(topology: Topology | str, world: int | None = None) -> Topology:
-    """A Topology from an object or a shipped name (``world`` for loopback names)."""
-    if isinstance(topology, Topology):
-        return topology
-    return load_topology(topology, world=world)
 
 
 def simulate_collective(collective: str, topology: Topology | str, size: int | str,

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from purlin.errors import PurlinError
 from purlin.sim.predict import format_table, parse_size, parse_sizes
-from purlin.topology import Topology, load_topology
+from purlin.topology import Topology, resolve_topology
 
 
 def policy_dict(policy: Any) -> dict[str, Any] | None:
@@ -50,12 +50,8 @@ def policy_label(policy: dict[str, Any] | None) -> str:
 
 
 @lru_cache(maxsize=32)
-def _load(name: str) -> Topology:
-    return load_topology(name)
-
-
 def _topology_of(ref: Topology | str) -> Topology:
-    return ref if isinstance(ref, Topology) else _load(ref)
+    return resolve_topology(ref)
 
 
 def run_point(collective: str, topology: Topology | str, policy: dict[str, Any] | None,

@@ -23,9 +23,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUFFERS = ("input", "output", "staging", "packets")
 ATOMS = ("sm", "tma", "ce", "switch")
+REDUCTIONS = ("rank", "any")
+"""How a Schedule's reductions combine their sources (:attr:`Schedule.reduction`):
+``rank``: every output is the spec's reduction in rank order, rounded once (bit-exact
+with :func:`purlin.spec.evaluate`); executors combine a Reduce's ``srcs`` in the listed
+order. ``any``: the same terms in some other order (a ring reduces along the ring and
+rounds at each hop), equal to the spec up to rounding."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRef:
+    """Which topology a Schedule was planned for.
+
+    ``name`` and ``digest`` (:func:`purlin.topology.identity.digest`, a hash of its
+    content) identify it; ``world`` is its rank count; ``inline`` holds the topology
+    itself (canonical JSON of :func:`purlin.topology.identity.to_dict`) when it is not a
+    shipped file unchanged, and is None for a shipped one, found again by name."""
+
+    name: str
+    digest: str
+    world: int
+    inline: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +148,26 @@ class Program:
 class Schedule:
     """A whole plan: programs for every (rank, cta) plus the buffer sizes they need.
 
-    ``collective`` is the spec it implements (a :class:`purlin.spec.Collective`);
-    ``policy`` the knobs that produced it (a dict, for reports); ``topology`` its name.
+    Attributes
+    ----------
+    collective : purlin.spec.Collective
+        The spec it implements.
+    programs : tuple of Program
+        One per (rank, cta) that has work, sorted by (rank, cta).
+    staging_nbytes, packets_nbytes : int
+        Bytes of one half of each rank's staging buffer and of its packet window payload.
+    num_signals, epoch_stride : int
+        Signals per rank; the per-call epoch step (every value is below it).
+    topology : TopologyRef or None
+        The topology it was planned for (None: built by hand for no topology; an
+        executor then needs one given explicitly).
+    reduction : str
+        How reductions order their sources, one of :data:`REDUCTIONS`; the verifier
+        checks the outputs against it.
+    policy : dict
+        The knobs that produced it, for reports only: no executor reads it.
+
+    Schedules are immutable and hash by content (:func:`purlin.snac.serialize.digest`).
     """
 
     collective: Any
@@ -137,9 +176,14 @@ class Schedule:
     packets_nbytes: int
     num_signals: int
     epoch_stride: int
+    topology: TopologyRef | None = None
+    reduction: str = "rank"
     policy: dict = field(default_factory=dict)
-    topology: str = "minimal"
     schema_version: int = SCHEMA_VERSION
+
+    def __hash__(self) -> int:
+        from purlin.snac.serialize import digest
+        return hash(digest(self))
 
     @property
     def world(self) -> int:

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
+from purlin.snac.bind import topology_ref
 from purlin.snac.ir import Ref, Schedule
 from purlin.snac.policy import MIN_CHUNK, Policy, codesign, from_table
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
-from purlin.topology import Topology, is_direct, is_fully_connected, load_topology, minimal, ring_order
-
-
-def resolve_topology(topology: Topology | str | None, world: int) -> Topology:
-    """A Topology for ``world`` ranks: given, loaded by name, or a minimal switch."""
-    if topology is None:
-        return minimal(world)
-    if isinstance(topology, str):
-        topology = load_topology(topology, world=world if "loopback" in topology else None)
-    if topology.world != world:
-        raise SpecError(f"world size mismatch: topology {topology.name} has {topology.world} "
-                        f"ranks, the collective has {world}")
-    return topology
+from purlin.topology import Topology, is_direct, is_fully_connected, resolve_topology, ring_order
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
@@ -57,7 +46,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     """
     if cta_budget < 1:
         raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
-    topo = resolve_topology(topology, collective.world)
+    topo = _topology_for(topology, collective.world)
     pol = resolve_policy(collective, topo, policy, cta_budget, table)
     c = collective.validate(pol.align)
     order: tuple[int, ...] = ()
@@ -93,12 +82,26 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align)
     ops, staging = _compact_staging(ops)
     synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom)
-    sched = Schedule(c, synced.programs, staging, packets,
-                     synced.num_signals, synced.epoch_stride, pol.to_dict(), topo.name)
+    sched = Schedule(c, synced.programs, staging, packets, synced.num_signals,
+                     synced.epoch_stride, topology=topology_ref(topo),
+                     reduction="any" if pol.algorithm == "ring" and c.is_reduce else "rank",
+                     policy=pol.to_dict())
     if check:
         from purlin.snac.verify import verify
         verify(sched)
     return sched
+
+
+def _topology_for(topology: Topology | str | None, world: int) -> Topology:
+    """The topology to plan on: a loopback file named by the user takes the collective's
+    world; a Topology object keeps its own, which must then match."""
+    topo = resolve_topology(topology, world if topology is None else None)
+    if topo.loopback and topo.world != world and not isinstance(topology, Topology):
+        topo = resolve_topology(topology, world)
+    if topo.world != world:
+        raise SpecError(f"world size mismatch: topology {topo.name} has {topo.world} ranks, "
+                        f"the collective has {world}")
+    return topo
 
 
 def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:

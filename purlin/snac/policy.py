@@ -35,8 +35,6 @@ class Policy:
     put_ctas / consumer_ctas: CTAs per rank for producing (stage, push, local copies)
         and for consuming (pull, reduce, relay) (None: by regime).
     atom: datapath for Copy/Reduce: ``sm``, ``tma``, ``ce`` or ``switch``.
-    deterministic: reductions read sources in rank order (ring excepted: it reduces
-        along the ring, rounding at each hop, as NCCL does).
     staging_nbytes: per half; larger payloads cycle through slots with drain signals.
     align: Atom access width in bytes (16; 32 on Blackwell).
     """
@@ -47,7 +45,6 @@ class Policy:
     put_ctas: int | None = None
     consumer_ctas: int | None = None
     atom: str = "sm"
-    deterministic: bool = True
     staging_nbytes: int = 256 * MiB
     align: int = 16
 
@@ -78,6 +75,12 @@ class Policy:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
         known = set(Policy.__dataclass_fields__)
+        d = dict(d)
+        if "deterministic" in d:   # retired: every plan but a ring reduces in rank order
+            if d.pop("deterministic") is not True:
+                raise PlanError("policy.deterministic was removed: every reduction reads its "
+                                "sources in rank order (a ring reduces along the ring; see "
+                                "Schedule.reduction); drop the field")
         unknown = set(d) - known
         if unknown:
             raise PlanError(f"policy: unknown field(s) {', '.join(sorted(unknown))}; "

@@ -37,7 +37,9 @@ def summarize(s: Schedule, topology: Topology) -> dict:
         r["bytes"] = dict(sorted(r["bytes"].items()))
     return {
         "collective": s.collective.name, "world": s.world, "dtype": s.collective.dtype.name,
-        "op": s.collective.op, "topology": s.topology, "policy": s.policy,
+        "op": s.collective.op, "topology": s.topology.name if s.topology else None,
+        "topology_digest": s.topology.digest if s.topology else None,
+        "reduction": s.reduction, "policy": s.policy,
         "programs": len(s.programs), "instructions": sum(len(p.instrs) for p in s.programs),
         "staging_nbytes": s.staging_nbytes, "packets_nbytes": s.packets_nbytes,
         "num_signals": s.num_signals, "epoch_stride": s.epoch_stride, "roles": roles,
@@ -49,7 +51,7 @@ def format_summary(d: dict) -> str:
     pol = d["policy"]
     lines = [f"# {d['collective']}  world {d['world']}  {d['dtype']} {d['op']}  on {d['topology']}",
              f"# regime {pol['regime']}  algorithm {pol['algorithm']}  chunk {pol['chunk_nbytes']} B"
-             f"  atom {pol['atom']}  deterministic {pol['deterministic']}",
+             f"  atom {pol['atom']}  reduction order {d['reduction']}",
              f"# {d['programs']} programs, {d['instructions']} instructions, staging "
              f"{d['staging_nbytes']} B/half, packets {d['packets_nbytes']} B/half, "
              f"{d['num_signals']} signals/rank, epoch stride {d['epoch_stride']}",

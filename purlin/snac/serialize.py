@@ -9,9 +9,9 @@ import hashlib
 import json
 from typing import Any
 
-from purlin.errors import ScheduleError
+from purlin.errors import PurlinError, ScheduleError
 from purlin.snac.ir import (INSTRUCTIONS, SCHEMA_VERSION, Copy, Notify, Program, PutPackets,
-                            Reduce, Ref, Schedule, Wait, WaitPackets)
+                            Reduce, Ref, Schedule, TopologyRef, Wait, WaitPackets)
 from purlin.spec.collective import Collective
 from purlin.spec.layout import Layout
 
@@ -59,11 +59,31 @@ def collective_from_dict(d: dict) -> Collective:
     return Collective(d["name"], Layout.of(d["input"]), Layout.of(d["output"]), d["op"], d["dtype"])
 
 
+def _topology_to_dict(t: TopologyRef | None) -> dict | None:
+    if t is None:
+        return None
+    return {"name": t.name, "digest": t.digest, "world": t.world, "inline": t.inline}
+
+
+def _topology_from_dict(d: dict | None) -> TopologyRef | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict) or set(d) != {"name", "digest", "world", "inline"}:
+        raise ScheduleError("schedule field topology: expected null or {name, digest, world, inline}")
+    if not (isinstance(d["name"], str) and isinstance(d["digest"], str)
+            and isinstance(d["world"], int) and isinstance(d["inline"], (str, type(None)))):
+        raise ScheduleError("schedule field topology: name and digest are strings, world an int, "
+                            "inline a string or null")
+    return TopologyRef(d["name"], d["digest"], d["world"], d["inline"])
+
+
 def to_dict(s: Schedule) -> dict:
+    """The schedule as plain data (JSON-able); :func:`from_dict` inverts it."""
     return {
         "schema_version": s.schema_version,
         "collective": collective_to_dict(s.collective),
-        "topology": s.topology,
+        "topology": _topology_to_dict(s.topology),
+        "reduction": s.reduction,
         "policy": s.policy,
         "staging_nbytes": s.staging_nbytes,
         "packets_nbytes": s.packets_nbytes,
@@ -75,29 +95,63 @@ def to_dict(s: Schedule) -> dict:
 
 
 def from_dict(d: dict) -> Schedule:
+    """The Schedule :func:`to_dict` gave. Raises ScheduleError naming the field when
+    ``d`` is not one (the verifier then checks what it says)."""
+    if not isinstance(d, dict):
+        raise ScheduleError(f"a schedule is a JSON object, got {type(d).__name__}")
     version = d.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ScheduleError(f"schedule schema_version {version!r} is not supported "
-                            f"(this Purlin reads version {SCHEMA_VERSION})")
-    progs = tuple(Program(p["rank"], p["cta"], p["role"],
-                          tuple(instr_from_dict(i) for i in p["instrs"])) for p in d["programs"])
-    return Schedule(collective_from_dict(d["collective"]), progs, d["staging_nbytes"],
-                    d["packets_nbytes"], d["num_signals"], d["epoch_stride"], d.get("policy", {}),
-                    d.get("topology", "minimal"), version)
+                            f"(this Purlin reads version {SCHEMA_VERSION}; plan it again)")
+    try:
+        progs = tuple(Program(p["rank"], p["cta"], p["role"],
+                              tuple(instr_from_dict(i) for i in p["instrs"])) for p in d["programs"])
+        s = Schedule(collective_from_dict(d["collective"]), progs, d["staging_nbytes"],
+                     d["packets_nbytes"], d["num_signals"], d["epoch_stride"],
+                     topology=_topology_from_dict(d["topology"]), reduction=d["reduction"],
+                     policy=d.get("policy", {}), schema_version=version)
+    except KeyError as e:
+        raise ScheduleError(f"schedule: missing field {e}") from None
+    except PurlinError:
+        raise
+    except (TypeError, ValueError, AttributeError, IndexError) as e:
+        raise ScheduleError(f"schedule: malformed field ({type(e).__name__}: {e})") from None
+    return s
 
 
 def to_json(s: Schedule, indent: int | None = None) -> str:
+    """Canonical JSON (sorted keys; compact unless ``indent``): same schedule, same text."""
     return json.dumps(to_dict(s), sort_keys=True, indent=indent, separators=(",", ":") if indent is None else None)
 
 
 def from_json(text: str) -> Schedule:
-    return from_dict(json.loads(text))
+    """The Schedule in ``text`` (from :func:`to_json`); ScheduleError if it is not one."""
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError) as e:
+        raise ScheduleError(f"schedule: not JSON ({e})") from None
+    return from_dict(data)
 
 
 def digest(s: Schedule) -> str:
-    """A stable hash of the schedule, for caching compiled plans."""
-    return hashlib.sha256(to_json(s).encode()).hexdigest()[:16]
+    """A stable hash of everything the schedule says (cached on it): what plans and
+    compiled kernels are cached under, and what ``hash(schedule)`` uses."""
+    d = s.__dict__.get("_digest")
+    if d is None:
+        d = hashlib.sha256(to_json(s).encode()).hexdigest()[:16]
+        object.__setattr__(s, "_digest", d)
+    return d
 
 
-__all__ = ["to_dict", "from_dict", "to_json", "from_json", "digest", "Copy", "Reduce", "Notify",
+def programs_digest(s: Schedule) -> str:
+    """A hash of the programs alone (not the metadata around them): two plans with the
+    same programs run the same instructions, whatever their policy or topology label."""
+    h = hashlib.sha256()
+    for p in s.programs:
+        h.update(json.dumps([p.rank, p.cta, p.role, [instr_to_dict(i) for i in p.instrs]],
+                            sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()[:16]
+
+
+__all__ = ["to_dict", "from_dict", "to_json", "from_json", "digest", "programs_digest", "Copy", "Reduce", "Notify",
            "Wait", "PutPackets", "WaitPackets"]

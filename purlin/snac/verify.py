@@ -22,7 +22,7 @@ import numpy as np
 
 from purlin.errors import ScheduleError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import ATOMS, BUFFERS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, sources
+from purlin.snac.ir import ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, sources
 from purlin.snac.walk import walk
 from purlin.spec.collective import output_sources
 
@@ -58,6 +58,8 @@ def _where(s: Schedule, k: int, i: int) -> str:
 
 def _static(s: Schedule) -> None:
     c = s.collective
+    if s.reduction not in REDUCTIONS:
+        raise ScheduleError(f"reduction {s.reduction!r}: must be one of {', '.join(REDUCTIONS)}")
     seen_ctas: set[tuple[int, int]] = set()
     writer: dict[tuple[int, int], tuple[int, int, int]] = {}
     for k, prog in enumerate(s.programs):
@@ -267,7 +269,7 @@ class _CallWindows:
 
 def _check_outputs(s: Schedule, sh: _Shadow) -> None:
     c = s.collective
-    ordered = c.is_reduce and s.policy.get("algorithm") != "ring"
+    ordered = c.is_reduce and s.reduction == "rank"
     for p, srcs in output_sources(c):
         if not p.nbytes:
             continue

@@ -28,6 +28,8 @@ from purlin.topology.routing import (
 )
 from purlin.topology.synthetic import minimal
 from purlin.topology.whatif import with_overrides
+from purlin.topology.identity import resolve_topology, shipped_name
+from purlin.topology.identity import digest as topology_digest
 
 __all__ = [
     "LINK_CLASSES",
@@ -50,7 +52,10 @@ __all__ = [
     "parse_topology",
     "path_bandwidth_gbps",
     "path_latency_us",
+    "resolve_topology",
     "ring_order",
     "route",
+    "shipped_name",
+    "topology_digest",
     "with_overrides",
 ]

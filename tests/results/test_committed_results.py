@@ -16,7 +16,7 @@ import pytest
 
 from purlin.sim import simulate
 from purlin.snac import plan
-from purlin.snac.serialize import digest
+from purlin.snac.serialize import programs_digest
 from purlin.spec import library
 from purlin.topology import load_topology
 
@@ -84,7 +84,7 @@ def test_simulator_reproduces_the_committed_predictions():
         topo = load_topology("h200-loopback", world=p["world"])
         c = library.from_size(p["collective"], p["world"], p["requested"], "fp32")
         s = plan(c, topo, p["policy"], cta_budget=p["cta_budget"])
-        assert digest(s) == p["digest"], (p["collective"], p["world"], p["requested"])
+        assert programs_digest(s) == p["programs_digest"], (p["collective"], p["world"], p["requested"])
         r = simulate(s, topo, "h200", record=False)
         assert r.time_us == pytest.approx(p["predicted_us"], rel=1e-6), (p["collective"], p["requested"])
 
@@ -184,7 +184,8 @@ def test_two_gpu_run_used_todays_default_and_its_prediction_reproduces():
     assert len(runs["rows"]) == len(pred["rows"]) == 99
     for r, p in list(zip(runs["rows"], pred["rows"]))[::7]:
         c = library.from_size(r["collective"], 2, r["size"], "fp32")
-        assert plan(c, topo, cta_budget=132).policy == r["policy"], (r["collective"], r["size"])
+        assert plan(c, topo, cta_budget=132).policy == Policy.from_dict(r["policy"]).to_dict(), \
+            (r["collective"], r["size"])
         pol = Policy.from_dict(r["policy"])
         s = plan(c, topo, pol, cta_budget=pol.put_ctas + pol.consumer_ctas)
         assert simulate(s, topo, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)

@@ -21,7 +21,7 @@ import numpy as np
 
 from purlin.backends.gpu import arrays, atomset, kernels
 from purlin.backends.gpu.encode import BUF, NBUF, Encoded, encode
-from purlin.errors import Deadlock, PlanError, PurlinError, SpecError
+from purlin.errors import Deadlock, PlanError, PurlinError, ScheduleError, SpecError
 from purlin.snac.ir import Schedule
 from purlin.spec import library
 from purlin.spec.collective import Collective
@@ -64,16 +64,17 @@ class World:
     _tracing: dict | None = None
 
     def __init__(self, world: int, *, topology=None, policy=None, timeout_s: float = 2.0):
+        from purlin.topology import resolve_topology, topology_digest
         self.cp = kernels.cupy()
         self.world = world
-        self.topology = topology
+        self.topology = resolve_topology(topology, world)
+        self._topology_digest = topology_digest(self.topology)
         self.policy = policy
         self.timeout_ns = int(timeout_s * 1e9)
         self.timeout_s = timeout_s
         self._schedules: dict[Any, Schedule] = {}
-        self._plans: dict[str, Plan] = {}
+        self._plans: dict[str, Plan] = {}       # schedule digest -> plan
         self._plan_list: list[Plan] = []
-        self._by_id: dict[int, Plan] = {}      # id(schedule) -> plan (the plan keeps it alive)
         self.broken: str | None = None
 
     # ---- to implement -------------------------------------------------------------------
@@ -98,7 +99,7 @@ class World:
         pol = policy if policy is not None else self.policy
         if isinstance(pol, dict):
             pol = Policy.from_dict(pol)
-        key = (collective, pol, self.topology if isinstance(self.topology, (str, type(None))) else id(self.topology))
+        key = (collective, pol)
         s = self._schedules.get(key)
         if s is None:
             s = snac_plan(collective, topology=self.topology, policy=pol, cta_budget=self.cta_budget)
@@ -108,12 +109,15 @@ class World:
     def prepare(self, schedule: Schedule) -> Plan:
         """Encode and upload ``schedule`` (once per digest)."""
         from purlin.snac.serialize import digest
-        p = self._by_id.get(id(schedule))
-        if p is not None and p.schedule is schedule:
-            return p
         if schedule.world != self.world:
             raise SpecError(f"schedule for {schedule.world} ranks given to a world of {self.world}")
-        d = digest(schedule)
+        ref = schedule.topology
+        if ref is not None and ref.digest != self._topology_digest:
+            raise ScheduleError(
+                f"the schedule was planned for topology {ref.name} (digest {ref.digest}), but this "
+                f"world runs {self.topology.name} (digest {self._topology_digest}): plan it with "
+                f"this world's plan(), or build the world with topology= the one it was planned for")
+        d = digest(schedule)   # cached on the schedule
         p = self._plans.get(d)
         if p is None:
             self._no_capture("upload a new plan")
@@ -129,7 +133,6 @@ class World:
             self._check_resident(p)
             self._plans[d] = p
             self._plan_list.append(p)
-        self._by_id[id(schedule)] = p
         return p
 
     def _check_resident(self, p: Plan) -> None:

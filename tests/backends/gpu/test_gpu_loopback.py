@@ -193,7 +193,7 @@ def test_deterministic_bit_identical(cp):
     rng = np.random.default_rng(5)
     for regime in ("latency", "throughput", "direct"):
         c = library.all_reduce(8, 1 << 20, "bf16")
-        s = w.plan(c, Policy(regime=regime, deterministic=True))
+        s = w.plan(c, Policy(regime=regime))
         ins = [cp.asarray(x.view(np.uint8)) for x in random_inputs(c, rng)]
         runs = []
         for _ in range(3):
@@ -330,3 +330,25 @@ def test_peer_world_two_ranks_on_one_gpu(cp):
         for regime in ("latency", "throughput", "direct"):
             c = library.from_size(name, 2, 64 << 10, "fp32")
             _run_and_check(cp, w, c, Policy(regime=regime), calls=2)
+
+
+def test_a_world_refuses_a_schedule_planned_for_another_topology(cp):
+    """The Schedule names its topology: a loopback world built on the minimal loopback
+    model refuses a plan made for the shipped h200-loopback file (and for an 8-GPU box),
+    and one built on that file runs it."""
+    from purlin.backends.gpu import LoopbackWorld
+    from purlin.errors import ScheduleError
+    from purlin.snac import plan
+    from purlin.topology import load_topology
+    c = library.all_gather(2, 1 << 12, "fp32")
+    topo = load_topology("h200-loopback", world=2)
+    s = plan(c, topo)
+    with pytest.raises(ScheduleError, match="planned for topology h200-loopback .* this world runs "
+                                            "minimal-loopback-2"):
+        world(2).run(s, [cp.zeros(512, cp.float32)] * 2)
+    w = LoopbackWorld(2, topology=topo)
+    xs = [cp.full(512, r + 1, cp.float32) for r in range(2)]
+    outs = w.run(s, xs)
+    w.synchronize()
+    assert all(float(o.view(cp.float32)[:512].sum()) == 512.0 and
+               float(o.view(cp.float32)[512:].sum()) == 1024.0 for o in outs)
