@@ -150,10 +150,14 @@ def path_latency_us(topology: Topology, p: int, q: int) -> float:
     >>> round(path_latency_us(minimal(4), 0, 1), 3)  # 2 x 0.05 link + 0.4 switch
     0.5
     """
-    nodes = _path(topology, topology.gpu_of(p).name, topology.gpu_of(q).name)
-    wires = sum((topology.graph.edges[a, b]["link"].latency_us for a, b in zip(nodes, nodes[1:])), 0.0)
-    parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
-    return wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+    a, b = topology.gpu_of(p).name, topology.gpu_of(q).name
+    key = ("latency", a, b)
+    if key not in topology._routes:   # cached: a rack asks for every pair of GPUs
+        nodes = _path(topology, a, b)
+        wires = sum((topology.graph.edges[x, y]["link"].latency_us for x, y in zip(nodes, nodes[1:])), 0.0)
+        parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
+        topology._routes[key] = wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+    return topology._routes[key]
 
 
 def direct_peers(topology: Topology, rank: int) -> tuple[int, ...]:
