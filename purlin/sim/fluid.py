@@ -17,21 +17,20 @@ knows the event loop: the engine asks :meth:`FluidModel.next_finish_us`, advance
 and pops finished flows.
 
 What an event costs: a flow's remaining bytes are kept as (bytes, as of when) and only
-brought up to date when its rate changes, and completions sit in a heap of finish
-times, so a flow that starts at its cap in spare capacity (or ends on resources nobody
-waits for) touches only its own entries; a recompute that changes rates re-times only
-the flows whose rates changed.
+brought up to date when its rate changes, with its finish time, and the earliest finish
+is remembered until a flow ends or rates change; so a flow that starts at its cap in
+spare capacity (or ends on resources nobody waits for) touches only its own entries, and
+a recompute re-times only the flows whose rates changed.
 
 Units: bytes, microseconds, bytes per microsecond (1 GB/s = 1000 B/us).
 """
 from __future__ import annotations
 
-import heapq
 from typing import Sequence
 
 import numpy as np
 
-from purlin.sim.maxmin import SAT_REL, fill
+from purlin.sim.maxmin import SAT_REL, fill, kept_below
 
 TIME_EPS_US = 1e-9
 """Flows finishing within this many microseconds of each other finish together."""
@@ -90,7 +89,8 @@ class FluidModel:
         self._sat = [False] * (len(caps) + 1)
         self._added: list[int] = []
         self._full = False
-        self._heap: list[tuple[float, int, int]] = []   # (finish, slot, version)
+        self._left: list[float] = []   # rates of flows that left saturated resources since
+        self._best: tuple[float, int] | None = (float("inf"), -1)   # (next finish, slot) or None: unknown
 
     # ---- storage ---------------------------------------------------------------------
     def _grow(self, slots: int, fanout: int) -> None:
@@ -102,8 +102,8 @@ class FluidModel:
             idx[:old, :oldk] = self.idx
             w[:old, :oldk] = self.w
         self.idx, self.w = idx, w
-        for name in ("rate", "speed", "cap", "nbytes", "rem_at", "t_at"):
-            arr = np.zeros(slots)
+        for name in ("rate", "speed", "cap", "nbytes", "rem_at", "t_at", "finish"):
+            arr = np.full(slots, np.inf) if name == "finish" else np.zeros(slots)
             if old:
                 arr[:old] = getattr(self, name)
             setattr(self, name, arr)
@@ -140,6 +140,7 @@ class FluidModel:
         self.t_at[s] = self.now_us
         self.nbytes[s] = nbytes
         self.rate[s] = self.speed[s] = 0.0
+        self.finish[s] = np.inf
         self.cap[s] = cap
         self.active[s] = True
         self.version[s] += 1
@@ -173,58 +174,62 @@ class FluidModel:
 
     def next_finish_us(self) -> float:
         """Absolute time of the next completion at current rates (``inf`` if none)."""
-        heap, ver = self._heap, self.version
-        while heap:
-            t, s, v = heap[0]
-            if ver[s] == v and self.active[s]:
-                return max(t, self.now_us)
-            heapq.heappop(heap)
-        return float("inf")
+        if self._best is None:
+            act = self._act()
+            if not len(act):
+                self._best = (float("inf"), -1)
+            else:
+                j = int(np.argmin(self.finish[act]))
+                self._best = (float(self.finish[act[j]]), int(act[j]))
+        t = self._best[0]
+        return max(t, self.now_us) if t != float("inf") else t
 
     def pop_finished(self, eps_us: float = TIME_EPS_US) -> list[int]:
         """Slots of the flows that are done at ``now_us`` (within ``eps_us``); they
         leave the model and their bytes are charged to their resources."""
-        heap, ver, now = self._heap, self.version, self.now_us
+        if not self._active_count:
+            return []
+        now = self.now_us
+        act = self._act()
+        near = act[self.finish[act] <= now + eps_us + 1e-9]
         done: list[int] = []
-        keep = []
-        horizon = now + eps_us + 1e-9
-        while heap and heap[0][0] <= horizon:
-            t, s, v = heapq.heappop(heap)
-            if ver[s] != v or not self.active[s]:
-                continue
+        for s in near.tolist():
             sp = float(self.speed[s])
             if self.rem_at[s] - sp * (now - self.t_at[s]) <= sp * eps_us + 1e-9:
                 done.append(s)
-            else:
-                keep.append((t, s, v))
-        for e in keep:
-            heapq.heappush(heap, e)
         if not done:
             return done
-        done.sort()
         rem, sat = self._rem, self._sat
         leaves_saturated = False
+        bytes_on = self.bytes_on
         for s in done:
             res, wts = self._res[s]
             n = float(self.nbytes[s])
             r = float(self.rate[s])
+            hit = False
             for i, w in zip(res, wts):
-                self.bytes_on[i] += w * n
+                bytes_on[i] += w * n
                 if sat[i]:
-                    leaves_saturated = True
+                    hit = True
+            if hit:
+                leaves_saturated = True
+                self._left.append(r)
             # a flow leaving saturated resources may raise others' rates; one leaving
             # only unsaturated ones bottlenecked nobody: its capacity just comes back
             if not leaves_saturated:
                 for i, w in zip(res, wts):
                     rem[i] += w * r
-            self.active[s] = False
-            self.rate[s] = self.speed[s] = 0.0
-            self.version[s] += 1
+        d = np.asarray(done)
+        self.active[d] = False
+        self.rate[d] = self.speed[d] = 0.0
+        self.finish[d] = np.inf
+        self.version[d] += 1
         if leaves_saturated:
             self._full = True
         self._active_count -= len(done)
         self._free.extend(sorted(done, reverse=True))
         self._act_cache = None
+        self._best = None
         return done
 
     # ---- rates -----------------------------------------------------------------------
@@ -254,6 +259,7 @@ class FluidModel:
         full, self._full = self._full, False
         if not self._active_count:
             self._rem, self._sat = self._cap_list[:], [False] * len(self._cap_list)
+            self._left = []
             return
         act = self._act()
         if not full and self._fits(added):
@@ -262,7 +268,11 @@ class FluidModel:
                 self._retime(act, self.speed[act].copy())
             return
         old = self.speed[act].copy()
-        rate, rem = fill(self.idx[act], self.w[act], self.cap[act], self.capacity, self._dummy)
+        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
+        new = np.isin(act, np.asarray(added, dtype=np.int64))
+        keep = kept_below(idx, w, cap, self.capacity, self._dummy, self.rate[act], new, self._left)
+        self._left = []
+        rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, self.rate[act])
         self.rate[act] = rate
         rem[self._dummy] = np.inf
         self._rem = rem.tolist()
@@ -296,7 +306,10 @@ class FluidModel:
             if not self._soft:
                 self.speed[s] = c
                 self.t_at[s] = now
-                heapq.heappush(self._heap, (now + float(self.rem_at[s]) / c, s, int(self.version[s])))
+                f = now + float(self.rem_at[s]) / c
+                self.finish[s] = f
+                if self._best is not None and f < self._best[0]:
+                    self._best = (f, s)
         return True
 
     def _retime(self, act: np.ndarray, old_speed: np.ndarray) -> None:
@@ -313,10 +326,8 @@ class FluidModel:
         self.t_at[changed] = now
         self.version[changed] += 1
         with np.errstate(divide="ignore"):
-            fin = now + self.rem_at[changed] / self.speed[changed]
-        heap = self._heap
-        for t, s, v in zip(fin.tolist(), changed.tolist(), self.version[changed].tolist()):
-            heapq.heappush(heap, (t, s, v))
+            self.finish[changed] = now + self.rem_at[changed] / self.speed[changed]
+        self._best = None
 
     def _slow_down(self, act: np.ndarray) -> None:
         """Effective speeds: fair rates times the soft-saturation factor of the worst

@@ -71,6 +71,11 @@ class IntervalMap:
         for s, e, v in pieces:
             self.assign(s, e, v)
 
+    def is_empty(self, start: int, end: int) -> bool:
+        """Whether no stored piece overlaps [start, end)."""
+        i = self._first(start)
+        return i >= len(self._starts) or self._starts[i] >= end
+
     def covers(self, start: int, end: int, value: Any) -> bool:
         """Whether every byte of [start, end) is set and holds ``value`` (== compare).
 

@@ -246,16 +246,30 @@ def _direct_gpus(topology: Topology, gpu: str) -> frozenset[str]:
 
 
 def _path(topology: Topology, a: str, b: str) -> tuple[str, ...]:
-    """Node sequence of the route a -> b (cached); switch-only paths when direct."""
+    """Node sequence of the route a -> b (cached); switch-only paths when direct.
+
+    Hop counts to ``b`` are found once per destination (a rack asks for every pair):
+    over the switches alone for a direct pair, which gives the same shortest paths as
+    searching with ``a`` included (a path back through ``a`` is never shortest)."""
     if a == b:
         return ()
     key = ("path", a, b)
     if key not in topology._routes:
+        direct = b in _direct_gpus(topology, a)
+        topology._routes[key] = _first_shortest_path(topology.graph, a, b, _hops_to(topology, b, direct))
+    return topology._routes[key]
+
+
+def _hops_to(topology: Topology, b: str, switches_only: bool) -> dict[str, int]:
+    """Hop count to ``b`` from every node that reaches it (cached): through switches
+    only, or through anything."""
+    key = ("hops", b, switches_only)
+    if key not in topology._routes:
         full = topology.graph
         g = full
-        if b in _direct_gpus(topology, a):
-            g = nx.subgraph_view(full, filter_node=lambda n: n in (a, b) or isinstance(full.nodes[n]["part"], Switch))
-        topology._routes[key] = _first_shortest_path(g, a, b)
+        if switches_only:
+            g = nx.subgraph_view(full, filter_node=lambda n: n == b or isinstance(full.nodes[n]["part"], Switch))
+        topology._routes[key] = nx.single_source_shortest_path_length(g.reverse(copy=False), b)
     return topology._routes[key]
 
 
@@ -266,14 +280,20 @@ def _node_key(name: str) -> tuple[int, int, str]:
     return (1, 0, name)
 
 
-def _first_shortest_path(g: nx.DiGraph, a: str, b: str) -> tuple[str, ...]:
-    """The shortest a -> b path whose node sequence sorts first under ``_node_key``."""
-    dist = nx.single_source_shortest_path_length(g.reverse(copy=False), b)
-    if a not in dist:
-        raise TopologyError(f"{g.graph.get('name', 'topology')}: no path from {a} to {b}")
-    path = [a]
-    while path[-1] != b:
-        here = path[-1]
-        closer = [n for n in g.successors(here) if dist.get(n) == dist[here] - 1]
-        path.append(min(closer, key=_node_key))
+def _first_shortest_path(g: nx.DiGraph, a: str, b: str, dist: dict[str, int]) -> tuple[str, ...]:
+    """The shortest a -> b path whose node sequence sorts first under ``_node_key``, given
+    the hop counts ``dist`` to ``b`` of the nodes the path may cross (``a`` may be missing:
+    it is then one hop more than its nearest successor)."""
+    d = dist.get(a)
+    if d is None:
+        nxt = [dist[n] for n in g.successors(a) if n in dist]
+        if not nxt:
+            raise TopologyError(f"{g.graph.get('name', 'topology')}: no path from {a} to {b}")
+        d = 1 + min(nxt)
+    path, here = [a], a
+    while here != b:
+        closer = [n for n in g.successors(here) if dist.get(n) == d - 1]
+        here = min(closer, key=_node_key)
+        path.append(here)
+        d -= 1
     return tuple(path)
