@@ -174,13 +174,9 @@ class FluidModel:
 
     def next_finish_us(self) -> float:
         """Absolute time of the next completion at current rates (``inf`` if none)."""
-        if self._best is None:
-            act = self._act()
-            if not len(act):
-                self._best = (float("inf"), -1)
-            else:
-                j = int(np.argmin(self.finish[act]))
-                self._best = (float(self.finish[act[j]]), int(act[j]))
+        if self._best is None:   # idle slots finish at infinity
+            j = int(np.argmin(self.finish))
+            self._best = (float(self.finish[j]), j)
         t = self._best[0]
         return max(t, self.now_us) if t != float("inf") else t
 
@@ -190,8 +186,7 @@ class FluidModel:
         if not self._active_count:
             return []
         now = self.now_us
-        act = self._act()
-        near = act[self.finish[act] <= now + eps_us + 1e-9]
+        near = np.flatnonzero(self.finish <= now + eps_us + 1e-9)
         done: list[int] = []
         for s in near.tolist():
             sp = float(self.speed[s])

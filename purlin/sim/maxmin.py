@@ -62,8 +62,8 @@ def fill(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, 
     live = demand > limit * (1 + 1e-12)
     live[dummy] = False
     on = live[fi]
-    if len(F):   # keep only the live columns, packed to the left
-        width = int(on.sum(axis=1).max())
+    width = int(on.sum(axis=1).max()) if len(F) else 0
+    if width < fi.shape[1] // 2:   # keep only the live columns, packed to the left
         cols = np.argsort(~on, axis=1, kind="stable")[:, :max(width, 1)]
         on = np.take_along_axis(on, cols, 1)
         fi = np.where(on, np.take_along_axis(fi, cols, 1), dummy)
