@@ -15,7 +15,8 @@ Writes ``benchmarks/results/sim_speed.json``: per point the phase times, instruc
 flow and event counts, peak memory, target and whether it was met; a ``summary``.
 
 Run: ``python benchmarks/sim_speed.py [--topologies gb200-nvl72,rubin-nvl144,rubin-ultra-nvl576]
-[--quick] [--no-old]`` (the full run takes hours on 2 cores).
+[--quick] [--quick-for rubin-ultra-nvl576] [--timeout-factor 4] [--no-old]`` (the full run
+takes hours on 2 cores).
 """
 from __future__ import annotations
 
@@ -39,12 +40,12 @@ BASELINE_CASES = (("gb200-nvl72", "all_reduce", 1 << 30), ("gb200-nvl72", "all_t
                   ("gb200-nvl72", "all_reduce", 64 << 10))
 
 
-def run_targets(topologies: list[str], sizes: list[int], factor: float) -> list[dict]:
+def run_targets(topologies: list[str], sizes: dict[str, list[int]], factor: float) -> list[dict]:
     rows = []
     for topo in topologies:
         target = TARGET_S[topo]
         for name in SEVEN:
-            for size in sizes:
+            for size in sizes[topo]:
                 m = measure({"topology": topo, "collective": name, "size": size}, timeout_s=factor * target)
                 ok = "error" not in m
                 row = {"topology": topo, "collective": name, "size": size, "target_s": target, **m,
@@ -109,12 +110,15 @@ def main() -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topologies", default=",".join(TARGET_S))
     ap.add_argument("--quick", action="store_true", help="sizes 1 KiB, 64 KiB, 4 MiB, 256 MiB only")
+    ap.add_argument("--quick-for", default="", help="topologies (comma-separated) measured at those sizes only")
     ap.add_argument("--no-old", action="store_true", help="skip the baseline engine")
     ap.add_argument("--timeout-factor", type=float, default=4.0,
                     help="stop a point after this many times its target")
     args = ap.parse_args()
-    sizes = SIZES[::3] if args.quick else SIZES
-    rows = run_targets([t for t in args.topologies.split(",") if t], sizes, args.timeout_factor)
+    topologies = [t for t in args.topologies.split(",") if t]
+    quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
+    sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
+    rows = run_targets(topologies, sizes, args.timeout_factor)
     baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
     summary = summarize(rows, baseline)
     path = write("sim_speed.json", {"summary": summary, "points": rows, "baseline": baseline})
