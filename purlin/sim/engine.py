@@ -298,32 +298,43 @@ class _Run:
         fused_at = fused_positions(instrs)
         yield start_us
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
-        sig_run, prev = 0, None   # consecutive Notifies (or Waits): a batch pays one fence (poll)
         sig_batch = max(1, int(cal.signal_batch))
         pkt_batch = max(1, int(cal.packet_batch))
         issue_us, check_us = cal.notify_issue_us, cal.wait_check_us
         fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
         crowded = False           # the crowd's cost is paid (on the CTA's first packet read)
         fused_since = 0.0
-        for i, ins in enumerate(instrs):
+        n, i = len(instrs), 0
+        while i < n:
+            ins = instrs[i]
+            kind = type(ins)
+            if kind is Wait or kind is Notify:
+                # a run of Waits (Notifies): each batch of signal_batch pays one poll (fence)
+                first = i
+                while i < n and type(instrs[i]) is kind:
+                    ins = instrs[i]
+                    c.pc = i
+                    t0 = clock.now
+                    head = (i - first) % sig_batch == 0
+                    if kind is Wait:
+                        if not self._flag_ready(c, rkey + ins.signal, ins.value):
+                            yield None
+                        elif check_us and head:
+                            yield check_us
+                    else:
+                        if issue_us and head:
+                            yield issue_us
+                        self._notify(rank, ins)
+                    if rec is not None:
+                        rec((rank, cta, i, kind.__name__, t0, clock.now, 0))
+                    i += 1
+                run = 0
+                continue
             c.pc = i
             t0 = clock.now
-            kind = type(ins)
             nbytes = 0
             run = run + 1 if kind is PutPackets else 0
-            sig_run = sig_run + 1 if kind is prev else 1
-            prev = kind
-            batch_head = (sig_run - 1) % sig_batch == 0
-            if kind is Wait:
-                if not self._flag_ready(c, rkey + ins.signal, ins.value):
-                    yield None
-                elif check_us and batch_head:
-                    yield check_us
-            elif kind is Notify:
-                if issue_us and batch_head:
-                    yield issue_us
-                self._notify(rank, ins)
-            elif kind in _FLOW_KINDS:
+            if kind in _FLOW_KINDS:
                 spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
@@ -368,6 +379,7 @@ class _Run:
                                     f"handler for {kind.__name__}")
             if rec is not None:
                 rec((rank, cta, i, kind.__name__, t0, clock.now, nbytes))
+            i += 1
         c.pc = -1
         if clock.now > self.end_us:
             self.end_us = clock.now
