@@ -1,17 +1,33 @@
-"""The engine's discrete-event loop: a heap of timed callbacks, in the style of simpy's core.
+"""The engine's discrete-event loop: simpy's :class:`~simpy.core.Environment`, driven with
+timed callbacks.
 
-An entry is (time, seq, sub, callback, argument); ``seq`` orders entries of equal time
-in the order they were scheduled, as simpy's event ids do. ``seq`` is also what makes
-"did this flag land before that CTA looked?" answerable without an event per flag: a
-Notify draws a seq when it is issued (as the landing event of a simpy model would be
-scheduled then), so a flag landing exactly when a CTA arrives is visible to it iff the
-flag's seq is the smaller. :meth:`Clock.at_seq` files an entry under an earlier seq, in
-the place that landing event would have had.
+simpy orders its queue by (time, priority, event id). Every entry here is scheduled with
+its ``seq`` as the priority, so entries of equal time run in the order they were
+scheduled, as simpy's event ids would order them. ``seq`` is also what makes "did this
+flag land before that CTA looked?" answerable without an event per flag: a Notify draws a
+seq when it is issued (when the landing event of a one-event-per-flag model would be
+scheduled), so a flag landing exactly when a CTA arrives is visible to it iff the flag's
+seq is the smaller. :meth:`Clock.at_seq` files an entry under an earlier seq, in the place
+that landing event would have had. Only a CTA that has to wait gets an entry, which is
+what keeps a rack-scale run to tens of thousands of events.
 """
 from __future__ import annotations
 
-import heapq
 from typing import Any, Callable
+
+import simpy
+from simpy.events import Event
+
+
+class _Call(Event):
+    """A simpy event that is already triggered and, when processed, calls ``fn(arg)``
+    (simpy's own ``Initialize`` events are built the same way)."""
+
+    def __init__(self, clock: "Clock", seq: int, fn: Callable[[Any], Any], arg: Any):
+        self.env = clock.env
+        self.seq, self.fn, self.arg = seq, fn, arg
+        self._ok, self._value = True, None
+        self.callbacks = [clock._fire]
 
 
 class Clock:
@@ -24,15 +40,14 @@ class Clock:
     (['a', 'b'], 2.0)
     """
 
-    __slots__ = ("now", "seq", "cur", "events", "_q", "_sub")
+    __slots__ = ("env", "now", "seq", "cur", "events")
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.env = simpy.Environment()
+        self.now = 0.0        # mirrors env.now (read on every instruction: an attribute)
         self.seq = 0          # last seq drawn
         self.cur = 0          # seq of the entry being run
         self.events = 0       # entries scheduled
-        self._q: list[tuple] = []
-        self._sub = 0
 
     def draw(self) -> int:
         """A fresh seq (for something filed without an entry, such as a flag landing)."""
@@ -43,18 +58,19 @@ class Clock:
         """Call ``fn(arg)`` ``delay_us`` from now, after everything already due then."""
         self.seq += 1
         self.events += 1
-        heapq.heappush(self._q, (self.now + delay_us, self.seq, 0, fn, arg))
+        self.env.schedule(_Call(self, self.seq, fn, arg), self.seq, delay_us)
         return self.seq
 
     def at_seq(self, time_us: float, seq: int, fn: Callable[[Any], Any], arg: Any = None) -> None:
         """Call ``fn(arg)`` at ``time_us`` as if scheduled when ``seq`` was drawn."""
-        self._sub += 1
         self.events += 1
-        heapq.heappush(self._q, (time_us, seq, self._sub, fn, arg))
+        self.env.schedule(_Call(self, seq, fn, arg), seq, time_us - self.env.now)
+
+    def _fire(self, ev: _Call) -> None:
+        self.now, self.cur = self.env.now, ev.seq
+        ev.fn(ev.arg)
 
     def run(self) -> None:
-        q, pop = self._q, heapq.heappop
-        while q:
-            t, self.cur, _, fn, arg = pop(q)
-            self.now = t
-            fn(arg)
+        """Process every entry, in (time, seq) order, until none is left."""
+        self.env.run()
+        self.now = self.env.now
