@@ -1,6 +1,9 @@
 """Schedule -> flat integer arrays the SNAC interpreter kernel reads. Pure numpy, no GPU.
 
-Layout (must match ``cuda/snac.cu``; ``tests/backends/gpu/test_encode.py`` checks it):
+This module defines the encoding; the CUDA source gets it from :func:`cuda_encoding`
+(generated into the ``#define`` block NVRTC sees first), so the two cannot drift.
+
+Layout:
 
 - ``code``: int64 ``[n, 8]``, one record per instruction:
   ``[opcode, nbytes, a, b, c, d, e, f]`` with, per opcode,
@@ -47,11 +50,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from purlin.errors import ScheduleError
+from purlin.snac.kernel_constants import SIGNAL_BATCH
 from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read, sources
 
 REC = 8
 PROG = 8
-SIGNAL_RUN = 32   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
+SIGNAL_RUN = SIGNAL_BATCH   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
 MAX_REFS = 256      # srcs + dsts of one instruction (shared-memory arrays in the kernel)
 OPC = {"NOP": 0, "COPY": 1, "REDUCE": 2, "NOTIFY": 3, "WAIT": 4, "PUT_PACKETS": 5,
        "WAIT_PACKETS": 6}
@@ -60,6 +64,17 @@ NBUF = 8            # pointer-table stride per rank
 ATOM = {"sm": 0, "tma": 1, "ce": 2, "switch": 3}
 DTYPE = {"fp32": 0, "fp16": 1, "bf16": 2, "int32": 3}
 OP = {"add": 0, "max": 1, "min": 2, "mul": 3}
+
+
+def cuda_encoding() -> str:
+    """The tables above as the CUDA source's enums and #defines (``OPC_COPY``, ``BUF_INPUT``,
+    ``NBUF``, ``ATOM_TMA``, ``DT_BF16``, ``OP_MAX``, ``REC``, ``PROG``, ``MAX_REFS``)."""
+    def enum(prefix: str, table: dict, *extra: str) -> str:
+        items = [f"{prefix}{k.upper()} = {v}" for k, v in table.items()] + list(extra)
+        return "enum { " + ", ".join(items) + " };"
+    return "\n".join([enum("OPC_", OPC), enum("BUF_", BUF, f"NBUF = {NBUF}"), enum("ATOM_", ATOM),
+                      enum("DT_", DTYPE), enum("OP_", OP),
+                      f"#define REC {REC}", f"#define PROG {PROG}", f"#define MAX_REFS {MAX_REFS}"])
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class Encoded:
     uses_tma: bool
     uses_packets: bool
     fused_waits: int          # WaitPackets turned into NOPs (their read checks the tags)
+    unaligned: bool = False   # a Copy/Reduce Ref off 16 bytes: the unaligned kernel runs it
 
     def rank_programs(self, rank: int) -> tuple[int, int]:
         """(first program index, number of programs) of ``rank``."""
@@ -115,7 +131,7 @@ def encode(s: Schedule) -> Encoded:
     code: list[list[int]] = []
     refs: list[list[int]] = []
     progs: list[list[int]] = []
-    uses_tma = uses_packets = False
+    uses_tma = uses_packets = unaligned = False
     fused = 0
     w = s.world
 
@@ -162,6 +178,9 @@ def encode(s: Schedule) -> Encoded:
                         raise ScheduleError(f"{where}: {type(ins).__name__} stores into packets {r}; "
                                             f"only PutPackets writes packet windows")
                     add_ref(r, where)
+                # packet payload offset o sits at physical 2 * o
+                unaligned |= any((2 * r.offset if r.buffer == "packets" else r.offset) % 16
+                                 for r in srcs + ins.dsts)
                 if isinstance(ins, Copy):
                     code.append([OPC["COPY"], ins.nbytes, 0, ATOM[ins.atom], first_src, 1,
                                  first_dst, len(ins.dsts)])
@@ -216,7 +235,7 @@ def encode(s: Schedule) -> Encoded:
         progs=np.asarray(progs, np.int32).reshape(-1, PROG),
         world=w, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
         num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=uses_tma,
-        uses_packets=uses_packets, fused_waits=fused)
+        uses_packets=uses_packets, fused_waits=fused, unaligned=unaligned)
 
 
 def _mark_runs(code: list[list[int]], first: int) -> None:
@@ -234,9 +253,9 @@ def _mark_runs(code: list[list[int]], first: int) -> None:
 
 
 def _check_words(ins: PutPackets | WaitPackets, window: Ref, where: str) -> None:
-    if ins.nbytes % 8 or window.offset % 8:
-        raise ScheduleError(f"{where}: {type(ins).__name__} of {ins.nbytes} B at {window}: packets "
-                            f"carry 8-byte words (size and offset must be multiples of 8)")
+    if window.offset % 8:
+        raise ScheduleError(f"{where}: {type(ins).__name__} of {ins.nbytes} B at {window}: a packet "
+                            f"carries 8 payload bytes, so a window starts at a multiple of 8")
 
 
 def _check_signal(s: Schedule, signal: int, value: int, where: str) -> None:

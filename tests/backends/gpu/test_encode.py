@@ -14,29 +14,43 @@ from purlin.snac.ir import INSTRUCTIONS, Copy, Program, PutPackets, Ref, Schedul
 from purlin.spec import evaluate, library
 from tests.helpers import random_inputs
 
-SNAC_CU = (Path(atomset.CUDA_DIR) / "snac.cu").read_text()
-ATOMS_CUH = (Path(atomset.CUDA_DIR) / "atoms.cuh").read_text()
+SOURCES = {name: (Path(atomset.CUDA_DIR) / name).read_text() for name in atomset.SOURCES}
 
 
-def _enum(text, name):
-    return int(re.search(rf"\b{name}\s*=\s*(\d+)", text).group(1))
+def _defined(text, name):
+    m = re.search(rf"\b{name}\s*=\s*(\d+)", text) or re.search(rf"#define {name} (\d+)", text)
+    return int(m.group(1)) if m else None
 
 
-def test_constants_match_the_kernel():
-    for k, v in OPC.items():
-        assert _enum(SNAC_CU, f"OPC_{k}") == v
-    for k, v in BUF.items():
-        assert _enum(SNAC_CU, f"BUF_{k.upper()}") == v
-    assert _enum(SNAC_CU, "NBUF") == NBUF
-    for k, v in ATOM.items():
-        assert _enum(SNAC_CU, f"ATOM_{k.upper()}") == v
-    for k, v in DTYPE.items():
-        assert _enum(ATOMS_CUH, f"DT_{k.upper()}") == v
-    for k, v in OP.items():
-        assert _enum(ATOMS_CUH, f"OP_{k.upper()}") == v
-    assert f"#define MAX_REFS {MAX_REFS}" in SNAC_CU and f"#define REC {REC}" in SNAC_CU
-    assert f"#define PROG {PROG}" in SNAC_CU
-    assert f"#define SIGNAL_RUN {SIGNAL_RUN}" in SNAC_CU
+def test_the_encoding_and_constants_are_stated_once():
+    """The CUDA source gets the encoding and the kernel constants from the generated header
+    (encode.py and purlin/snac/kernel_constants.py), holds no copy of them, and handles
+    every opcode: a number restated in a .cu file, or an opcode the kernel never names,
+    fails here."""
+    from purlin.snac import kernel_constants as kc
+    header = atomset.header()
+    tables = [("OPC_", OPC), ("BUF_", BUF), ("ATOM_", ATOM), ("DT_", DTYPE), ("OP_", OP)]
+    names = {"NBUF": NBUF, "REC": REC, "PROG": PROG, "MAX_REFS": MAX_REFS, **kc.cuda_defines()}
+    for prefix, table in tables:
+        names.update({f"{prefix}{k.upper()}": v for k, v in table.items()})
+    for name, value in names.items():
+        assert _defined(header, name) == value, name
+        for fname, text in SOURCES.items():
+            assert _defined(text, name) is None, f"{fname} restates {name}"
+    snac_cu = SOURCES["snac.cu"]
+    for k in OPC:
+        assert f"OPC_{k}" in snac_cu, f"the interpreter never handles OPC_{k}"
+    assert SIGNAL_RUN == kc.SIGNAL_BATCH
+    from purlin.backends.gpu.kernels import TMA_SMEM
+    assert TMA_SMEM == kc.TMA_STAGES * kc.TMA_STAGE_BYTES
+
+
+def test_every_purlin_macro_the_source_reads_is_defined():
+    used = set(re.findall(r"\bPURLIN_[A-Z0-9_]+\b", "".join(SOURCES.values())))
+    from purlin.snac import kernel_constants as kc
+    given = set(kc.cuda_defines()) | {d[2:].split("=")[0] for d in atomset.ATOM_SETS[90].defines}
+    given |= {"PURLIN_ATOM_FN"}   # defined in atoms.cuh itself
+    assert used <= given, sorted(used - given)
 
 
 def test_signal_runs_are_marked_and_capped():
@@ -122,11 +136,12 @@ def test_rejects_unfenced_packet_reads():
         encode(s)
 
 
-def test_rejects_stores_into_packets_and_odd_packet_sizes():
+def test_rejects_stores_into_packets_and_odd_packet_windows():
     with pytest.raises(ScheduleError, match="only PutPackets"):
         encode(_tiny([Copy(Ref(0, "input", 0), (Ref(1, "packets", 0),), 16)]))
-    with pytest.raises(ScheduleError, match="multiples of 8"):
-        encode(_tiny([PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 12, 1)]))
+    assert encode(_tiny([PutPackets(Ref(0, "input", 4), Ref(1, "packets", 0), 12, 1)])).unaligned is False
+    with pytest.raises(ScheduleError, match="window starts at a multiple of 8"):
+        encode(_tiny([PutPackets(Ref(0, "input", 0), Ref(1, "packets", 4), 12, 1)]))
     with pytest.raises(ScheduleError, match="value 9"):
         encode(_tiny([PutPackets(Ref(0, "input", 0), Ref(1, "packets", 0), 16, 9)]))
 
