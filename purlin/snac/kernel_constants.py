@@ -49,6 +49,9 @@ NARROW_ELEMS = 16
 TMA_STAGES = 4
 TMA_STAGE_BYTES = 8192
 TMA_SMEM = TMA_STAGES * TMA_STAGE_BYTES
+#: pointer-table entries a launch passes by value (8 per rank: W <= 8 needs no table upload,
+#: so a call with new buffers binds without a copy, also inside a graph capture)
+PARAM_PTRS = 64
 #: the widest access of the plain paths (32 on sm_100, where the Atom set says so)
 VECTOR_BYTES = 16
 
@@ -60,7 +63,8 @@ def cuda_defines() -> dict[str, int]:
             "PURLIN_PKT_BATCH": PACKET_REDUCE_BATCH, "PURLIN_LEAN": LEAN_VECTORS,
             "PURLIN_PUT_UN": PUT_VECTORS, "PURLIN_COPY_UN": COPY_VECTORS,
             "PURLIN_REDUCE_B": REDUCE_SOURCES, "PURLIN_NARROW_UN": NARROW_ELEMS,
-            "PURLIN_TMA_STAGES": TMA_STAGES, "PURLIN_TMA_STAGE_BYTES": TMA_STAGE_BYTES}
+            "PURLIN_TMA_STAGES": TMA_STAGES, "PURLIN_TMA_STAGE_BYTES": TMA_STAGE_BYTES,
+            "PURLIN_PARAM_PTRS": PARAM_PTRS}
 
 
 def bytes_in_flight(width: int) -> int:

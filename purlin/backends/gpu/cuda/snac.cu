@@ -16,6 +16,13 @@
 #define CACHE_PTRS 128
 static_assert(PURLIN_SIGNAL_RUN <= 32, "a signal run is one lane of warp 0 per instruction");
 static_assert(PURLIN_PUT_RUN <= 32, "a PutPackets run is set up by one thread per instruction");
+static_assert(PURLIN_PARAM_PTRS <= CACHE_PTRS, "pointers passed by value fit the shared copy");
+
+// A pointer table passed by value (ptrs == null and nptrs <= PURLIN_PARAM_PTRS): a call
+// with new buffers needs no table uploaded first.
+struct PtrArgs {
+  char* p[PURLIN_PARAM_PTRS];
+};
 
 // Where one launch group's buffers are: [rank * NBUF + buffer] is the base of half 0.
 struct Env {
@@ -74,7 +81,8 @@ __device__ __forceinline__ const i64* ref_at(const Cta& c, const i64* refs, i64 
 
 // ---- decode: the program's records, refs and pointers into shared memory -------------
 __device__ __forceinline__ void load_program(Cta& c, const i64* code, const i64* refs, const int* progs,
-                                             int prog_first, char* const* ptrs, int nptrs, i64 staging_half,
+                                             int prog_first, char* const* ptrs, const PtrArgs& inl, int nptrs,
+                                             i64 staging_half,
                                              i64 packets_half, u64* state, i64* err, u64 timeout_ns,
                                              i64 plan_id) {
   const int* pr = progs + PROG * (prog_first + blockIdx.x);
@@ -84,14 +92,17 @@ __device__ __forceinline__ void load_program(Cta& c, const i64* code, const i64*
   const bool ptrs_cached = nptrs <= CACHE_PTRS;
   for (int k = threadIdx.x; k < ncode * REC; k += blockDim.x) c.code[k] = code[(i64)first * REC + k];
   for (int k = threadIdx.x; k < nref * 4; k += blockDim.x) c.refs[k] = refs[(i64)rfirst * 4 + k];
-  if (ptrs_cached)
+  if (ptrs == nullptr)
+    for (int k = threadIdx.x; k < nptrs; k += blockDim.x) c.ptrs[k] = inl.p[k];
+  else if (ptrs_cached)
     for (int k = threadIdx.x; k < nptrs; k += blockDim.x) c.ptrs[k] = ptrs[k];
   if (threadIdx.x == 0) {
     c.first = first; c.count = count; c.rfirst = rfirst; c.ncode = ncode; c.nref = nref;
     c.base = ld_volatile_u64(&state[1]);
     const int parity = (int)(ld_volatile_u64(&state[0]) & 1ull);
     c.stop = ld_volatile_u64(&state[3]) != 0ull;   // an earlier call deadlocked: do nothing
-    c.env = Env{ptrs_cached ? (char* const*)c.ptrs : ptrs, staging_half, packets_half, c.base, parity};
+    c.env = Env{ptrs_cached || ptrs == nullptr ? (char* const*)c.ptrs : ptrs, staging_half, packets_half,
+                c.base, parity};
     c.w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, c.base, plan_id};
   }
 }
@@ -333,8 +344,8 @@ __device__ __forceinline__ void step_wait_packets(Cta& c, const i64* r, const i6
 template <bool WITH_TMA, bool WITH_PKT, bool ANY>
 __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ refs,
                           const int* __restrict__ progs, int prog_first,
-                          char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half,
-                          u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id,
+                          char* const* __restrict__ ptrs, const PtrArgs& inl, int nptrs, i64 staging_half,
+                          i64 packets_half, u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id,
                           int flags, u64* __restrict__ trace) {
   __shared__ Cta c;
   Tma tma;
@@ -347,7 +358,7 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
     tma_init(tma);
   }
 #endif
-  load_program(c, code, refs, progs, prog_first, ptrs, nptrs, staging_half, packets_half, state, err,
+  load_program(c, code, refs, progs, prog_first, ptrs, inl, nptrs, staging_half, packets_half, state, err,
                timeout_ns, plan_id);
   __syncthreads();
   next_pc(c) = 0;
@@ -388,13 +399,16 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
 }
 
 // The interpreter's entry points: one per (bulk-copy engine, packet paths) it compiles in.
-#define SNAC_KERNEL(name, with_tma, with_pkt, any)                                                        \
+// The pointer table is the last argument (by value, PURLIN_PARAM_PTRS entries), after the
+// device table ``ptrs`` (null when the values are passed).
+#define SNAC_KERNEL(name, with_tma, with_pkt, any)                                                   \
   extern "C" __global__ void __launch_bounds__(PURLIN_THREADS, PURLIN_MIN_BLOCKS)                   \
   name(const i64* __restrict__ code, const i64* __restrict__ refs, const int* __restrict__ progs,    \
        int prog_first, char* const* __restrict__ ptrs, int nptrs, i64 staging_half, i64 packets_half, \
-       u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace) {       \
-    snac_body<with_tma, with_pkt, any>(code, refs, progs, prog_first, ptrs, nptrs, staging_half,         \
-                                  packets_half, state, stride, err, timeout_ns, plan_id, flags, trace); \
+       u64* state, u64 stride, i64* err, u64 timeout_ns, i64 plan_id, int flags, u64* trace,         \
+       const __grid_constant__ PtrArgs inl) {                                                       \
+    snac_body<with_tma, with_pkt, any>(code, refs, progs, prog_first, ptrs, inl, nptrs, staging_half, \
+                                       packets_half, state, stride, err, timeout_ns, plan_id, flags, trace); \
   }
 SNAC_KERNEL(snac_run, false, false, false)
 // With the packet (latency-regime) paths: for schedules that use PutPackets/WaitPackets.
