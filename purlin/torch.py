@@ -50,7 +50,9 @@ _HANDLES: dict[int, Any] = {}
 
 
 def register(world_or_comm) -> int:
-    """The handle the ops name ``world_or_comm`` by (the same one each time)."""
+    """The handle the ops name ``world_or_comm`` by (the same one each time). Register a
+    world before compiling a function that uses it: a traced function's changes to the
+    handle table take effect only after its graph has run."""
     for h, w in _HANDLES.items():
         if w is world_or_comm:
             return h
@@ -124,7 +126,8 @@ def _run(name: str, xs: Sequence[torch.Tensor], op: str, world: int) -> list[tor
         return _run_cpu(name, xs, op)
     w = _HANDLES.get(world)
     if w is None:
-        raise SpecError(f"{name}: CUDA tensors need a world (pass world=purlin.backends.gpu.LoopbackWorld(W))")
+        raise SpecError(f"{name}: CUDA tensors need a world registered first (purlin.torch.register(w), "
+                        f"then world=w)")
     n = _out_numel(name, xs[0].numel(), len(xs))
     shape = xs[0].shape if name in ("all_reduce", "all_to_all") else (n,)
     outs = [torch.empty(shape, dtype=xs[0].dtype, device=xs[0].device) for _ in xs]

@@ -60,10 +60,12 @@ class Collectives:
                 return arrays.as_buffer(b).nbytes
         raise SpecError("no buffer given to tell the size")
 
-    def _block(self, n: int, what: str) -> int:
-        if n % self.world:
-            raise SpecError(f"{what}: {n} B do not split into {self.world} equal blocks; pass a "
-                            f"multiple of {self.world} elements, or use the _v form with counts=")
+    def _block(self, xs, dtype, what: str) -> int:
+        """Bytes of one of W equal blocks of the first buffer (whole elements each)."""
+        n, size = self._first_nbytes(xs), _dtype(self._spec_dtype(xs, dtype)).itemsize
+        if (n // size) % self.world:
+            raise SpecError(f"{what}: {n // size} elements do not split into {self.world} equal blocks; "
+                            f"pass a multiple of {self.world} elements, or use the _v form with counts=")
         return n // self.world
 
     def all_reduce(self, x, out=None, *, op: str = "add", dtype=None, policy=None, stream=None):
@@ -79,13 +81,13 @@ class Collectives:
     def reduce_scatter(self, x, out=None, *, op: str = "add", dtype=None, policy=None, stream=None):
         """Rank q's ``out`` = op over block q of every rank's ``x`` (W equal blocks)."""
         return self._call(("reduce_scatter", op, dtype), lambda xs: library.reduce_scatter(
-            self.world, self._block(self._first_nbytes(xs), "reduce_scatter"), self._spec_dtype(xs, dtype), op),
+            self.world, self._block(xs, dtype, "reduce_scatter"), self._spec_dtype(xs, dtype), op),
             x, out, policy, stream)
 
     def all_to_all(self, x, out=None, *, dtype=None, policy=None, stream=None):
         """Block d of rank s's ``x`` lands as block s of rank d's ``out``."""
         return self._call(("all_to_all", dtype), lambda xs: library.all_to_all(
-            self.world, self._block(self._first_nbytes(xs), "all_to_all"), self._spec_dtype(xs, dtype)),
+            self.world, self._block(xs, dtype, "all_to_all"), self._spec_dtype(xs, dtype)),
             x, out, policy, stream)
 
     def all_gather_v(self, x, out=None, *, counts: Sequence[int], dtype=None, policy=None, stream=None):
@@ -132,6 +134,6 @@ class Collectives:
         """Rank r's ``out`` = block r of root's ``x``."""
         def make(_):
             n = (self._first_nbytes(self._items(out)) if out is not None else
-                 self._block(self._first_nbytes(self._items(x)), "scatter"))
+                 self._block(self._items(x), dtype, "scatter"))
             return library.scatter(self.world, n, self._spec_dtype(self._items(out) + self._items(x), dtype), root)
         return self._call(("scatter", root, dtype), make, x, out, policy, stream, [])

@@ -23,21 +23,49 @@ from purlin.snac.kernel_constants import PARAM_PTRS
 MAX_TABLES = 4096   # pointer tables kept per launch group before they are dropped
 
 
+def _cupy_key(x) -> tuple:
+    # cupy's ndarray keeps these as plain C fields (no tuple or object built per read)
+    return (x.data.ptr, x.size, x.dtype.num, x._c_contiguous)
+
+
+def _cupy_key_public(x) -> tuple:
+    return (x.data.ptr, x.size, x.dtype.num, x.flags.c_contiguous)
+
+
+def _torch_key(x) -> tuple:
+    return (x.data_ptr(), x.numel(), x.dtype, x.is_contiguous())
+
+
+def _other_key(x) -> tuple:
+    from purlin.backends.gpu.arrays import as_buffer
+    b = as_buffer(x)
+    return (b.ptr, b.nbytes, b.dtype, id(type(x)))
+
+
+_KEYS: dict[type, Callable[[Any], tuple]] = {}
+
+
 def buffer_key(x: Any) -> tuple | None:
-    """What identifies a buffer for the checks a bound call rests on: pointer, size,
-    element type and layout (a pointer names its device under unified addressing).
+    """What identifies a buffer for the checks a bound call rests on: pointer, element
+    count and type, contiguity (a pointer names its device under unified addressing).
     Type-specific and cheap: this runs for every buffer of every call."""
     if x is None:
         return None
     t = type(x)
-    mod = t.__module__
-    if mod == "cupy" or mod.startswith("cupy."):
-        return (x.data.ptr, x.nbytes, x.dtype, x.shape, x.strides)
-    if mod == "torch":
-        return (x.data_ptr(), x.numel(), x.dtype, x.is_contiguous())
-    from purlin.backends.gpu.arrays import as_buffer
-    b = as_buffer(x)
-    return (b.ptr, b.nbytes, b.dtype, id(t))
+    key = _KEYS.get(t)
+    if key is None:
+        mod = t.__module__
+        if mod == "cupy" or mod.startswith("cupy."):
+            key = _cupy_key if hasattr(x, "_c_contiguous") else _cupy_key_public
+        elif mod == "torch":
+            key = _torch_key
+        else:
+            key = _other_key
+        _KEYS[t] = key
+    return key(x)
+
+
+_CURRENT: dict[str, Callable] = {}
 
 
 def current_stream(stream: Any, torch_buffers: bool, device: int) -> int:
@@ -46,11 +74,18 @@ def current_stream(stream: Any, torch_buffers: bool, device: int) -> int:
     cupy's current stream."""
     if stream is None:
         if torch_buffers:
-            torch = sys.modules["torch"]
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            return raw(device) if raw is not None else torch.cuda.current_stream().cuda_stream
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
+            raw = _CURRENT.get("torch")
+            if raw is None:
+                torch = sys.modules["torch"]
+                raw = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+                    lambda d: torch.cuda.current_stream(d).cuda_stream)
+                _CURRENT["torch"] = raw
+            return raw(device)
+        get = _CURRENT.get("cupy")
+        if get is None:
+            import cupy
+            get = _CURRENT["cupy"] = cupy.cuda.get_current_stream
+        return get().ptr
     if isinstance(stream, int):
         return stream
     ptr = getattr(stream, "ptr", None)

@@ -449,10 +449,10 @@ class LoopbackWorld(World):
         trace = self._tracing[self.device] if self._tracing else None
         launch = self.launcher.launch(plan, tuple(ptrs), self.scratch[0], 0, len(plan.enc.progs), self,
                                       lambda: self._no_capture("upload a pointer table for new buffers"), trace)
-        cp, dev = self.cp, self.device
+        cp, dev, get_device = self.cp, self.device, self.cp.cuda.runtime.getDevice
 
         def go(stream: int) -> None:
-            if cp.cuda.runtime.getDevice() == dev:
+            if get_device() == dev:
                 launch(stream)
             else:
                 with cp.cuda.Device(dev):

@@ -326,8 +326,8 @@ def test_a_world_refuses_a_schedule_planned_for_another_topology(cp):
                                             "minimal-loopback-2"):
         world(2).run(s, [cp.zeros(512, cp.float32)] * 2)
     w = LoopbackWorld(2, topology=topo)
-    xs = [cp.full(512, r + 1, cp.float32) for r in range(2)]
+    xs = [cp.full(1024, r + 1, cp.float32) for r in range(2)]   # 4 KiB per rank
     outs = w.run(s, xs)
     w.synchronize()
-    assert all(float(o.view(cp.float32)[:512].sum()) == 512.0 and
-               float(o.view(cp.float32)[512:].sum()) == 1024.0 for o in outs)
+    assert all(float(o.view(cp.float32)[:1024].sum()) == 1024.0 and
+               float(o.view(cp.float32)[1024:].sum()) == 2048.0 for o in outs)
