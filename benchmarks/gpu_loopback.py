@@ -93,7 +93,7 @@ def main(argv=None) -> dict:
     from purlin.snac import Policy
     from purlin.spec import library
     world = LoopbackWorld(W)
-    doc = header()
+    doc = header("PYTHONPATH=. python3 benchmarks/gpu_loopback.py " + " ".join(argv or sys.argv[1:]))
     raw = doc["raw"] = {"memcpy": {}, "large": {}, "ar8_8KiB": {}, "sweep": {}}
     doc["cta_budget_per_rank"] = world.cta_budget
     budget = world.cta_budget
