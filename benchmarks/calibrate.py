@@ -31,7 +31,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import atomset, kernels
-    k = kernels.for_device(0)
+    import gpu_kernels
+    k = gpu_kernels.for_device(0)
     sms = k.sm_count
     doc = header()
     doc["atom_set"] = k.atoms.name

@@ -52,6 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
+from purlin.snac import kernel_constants
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CAL = ROOT / "topologies" / "calibration" / "h200.json"
@@ -113,7 +115,8 @@ def unknee(rate: float, ctas: int, weight: float, capacity: float, k: float) -> 
     return (total ** -k - capacity ** -k) ** (-1.0 / k) / (ctas * weight)
 
 
-def fit_executor(raw: dict, signal_batch: int = 32, batch_p: int = 8, knee: float = 0.0,
+def fit_executor(raw: dict, signal_batch: int = kernel_constants.SIGNAL_BATCH,
+                 batch_p: int = kernel_constants.PACKET_BATCH, knee: float = 0.0,
                  hbm_Bpus: float = 0.0) -> dict[str, tuple[float, str]]:
     """Per-instruction costs of the SNAC interpreter, from ``calibrate_executor.py``:
     t = launch + k (start + n / rate) over one CTA's k Copy instructions of n bytes; the
@@ -342,8 +345,8 @@ def fit_all(raw: dict, ex: dict | None, params: dict, hbm: float, knee: float) -
     if ex is not None:
         cap = hbm * fitted["hbm_efficiency"][0] * 1e3 if "hbm_efficiency" in fitted else 0.0
         fitted.update({k: (v, f"{how}; h200-executor-calibration-raw.json")
-                       for k, (v, how) in fit_executor(ex, int(params["signal_batch"]["value"]),
-                                                       int(params["packet_batch"]["value"]),
+                       for k, (v, how) in fit_executor(ex, kernel_constants.SIGNAL_BATCH,
+                                                       kernel_constants.PACKET_BATCH,
                                                        knee, cap).items()})
         l2 = fit_l2(ex, fitted, hbm, params["l2_resident_mib"]["value"])
         if l2:

@@ -159,7 +159,8 @@ def ar8(world, cp, Policy, library) -> dict:
     for k, v in res["by_instr"].items():
         print(f"ar8 instr {k:18s} start {v['start_median_us']:6.2f} end {v['end_median_us']:6.2f} "
               f"max {v['end_max_us']:6.2f} us (n={v['n']})", flush=True)
-    empty = kernels.for_device(0).fn("empty_kernel")
+    import gpu_kernels
+    empty = gpu_kernels.for_device(0).fn("empty_kernel")
     for grid in (1, 64, 128):
         key = f"empty_grid_{grid}"
         res[key] = time_graph(lambda: empty((grid,), (atomset.THREADS,), ()), calls=128, replays=8)
@@ -265,14 +266,14 @@ def main(argv=None) -> dict:
     global WORLDS
     WORLDS = tuple(int(x) for x in args.worlds.split(","))
     cp = cupy()
+    import gpu_kernels
+    defines = gpu_kernels.interpreter_variant()   # $PURLIN_DEFINES: a kernel variant
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
     from purlin.spec import library
     world = LoopbackWorld(W)
     import json
-    import os
     from common import RESULTS
-    defines = os.environ.get("PURLIN_DEFINES", "")
     doc = header("PYTHONPATH=. " + (f"PURLIN_DEFINES='{defines}' " if defines else "")
                  + "python3 benchmarks/gpu_diagnose.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = {}

@@ -28,7 +28,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import atomset, kernels
-    k = kernels.for_device(0)
+    import gpu_kernels
+    k = gpu_kernels.for_device(0)
     n = args.mib * MiB
     src = cp.random.randint(0, 255, n, dtype=cp.uint8)
     dst = cp.empty(n, cp.uint8)

@@ -80,8 +80,10 @@ class Packets:
         self.used = [0] * world
 
     def take(self, rank: int, nbytes: int) -> Ref:
+        """A window of ``nbytes``; the next starts 16-byte aligned (a packet carries 8
+        payload bytes, and whole vectors move the rest), whatever the element count."""
         ref = Ref(rank, "packets", self.used[rank])
-        self.used[rank] += nbytes
+        self.used[rank] += -(-nbytes // 16) * 16
         return ref
 
 
