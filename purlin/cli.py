@@ -124,6 +124,9 @@ def _add_sim_verbs(sub) -> None:
     p.add_argument("--try", dest="tries", action="append", metavar="KEY=VALUE[,...]",
                    help="a policy to try (repeat); default: every regime")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on a Dask cluster: its scheduler's address, e.g. tcp://host:8786 "
+                        "(pip install -e '.[dask]')")
     p.add_argument("--table", metavar="FILE", help="write the best-policy table (planner input)")
     p.add_argument("--plot", metavar="FILE")
     p.add_argument("--json", metavar="FILE")
@@ -172,7 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         tries = [Policy(regime=r) for r in ("latency", "throughput", "direct")]
     topos = [t for t in args.topologies.split(",") if t]
     res = sweep(args.collectives, parse_sizes(args.sizes), topos, tries, dtype=args.dtype,
-                op=args.op, plot=args.plot, max_workers=args.workers)
+                op=args.op, plot=args.plot, max_workers=args.workers, scheduler=args.scheduler)
     print(res.table())
     tables = [res.best_policy_table(t, c) for t in topos for c in args.collectives]
     for tb in tables:
