@@ -103,8 +103,10 @@ def plot_steps(preds: Sequence[StepPrediction], path: str | Path) -> Path:
         ax.grid(True, axis="y", alpha=0.3)
     kinds = [k for k in KINDS if k in handles][::-1]     # top of the stack first
     fig.legend([handles[k] for k in kinds], kinds, loc="center right", fontsize=9)
+    configs = {p.config for p in preds}
     first = preds[0].config
-    fig.suptitle(f"{first.name} {first.phase}, {first.tokens} tokens per tensor-parallel group")
+    fig.suptitle(f"{first.name} {first.phase}, {first.tokens} tokens per tensor-parallel group"
+                 if len(configs) == 1 else ", ".join(sorted({c.name for c in configs})))
     fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
     path = Path(path)
     fig.savefig(path, dpi=110)
