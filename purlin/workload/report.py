@@ -39,6 +39,17 @@ def format_table(preds: Sequence[StepPrediction]) -> str:
 
     ``bytes`` sums each call's nccl-tests size (the largest per-rank buffer); ``bound`` sums
     each call's max-per-port bound (copy kinds only).
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> from purlin.workload import StepConfig, predict_step
+    >>> p = predict_step(StepConfig("toy", hidden=256, layers=2, heads=4, tp=4, tokens=8),
+    ...                  minimal(4), calibration="synthetic")
+    >>> print(format_table([p]).splitlines()[0])
+    # toy decode: 8 tokens per tensor-parallel group, 2 layers | minimal-4, 4 ranks: tp=4 (1 group)
+    >>> format_table([p]).splitlines()[3].split()[:3]
+    ['all_reduce', '4', '16384']
     """
     lines = []
     for topo, group in _by_topology(preds).items():

@@ -77,3 +77,10 @@ def test_bad_scheduler_and_executor_are_clear_errors(capsys):
         sweep("all_gather", [4096], "hgx-h200-8", executor="tcp://x:1", progress=False)
     with pytest.raises(PurlinError, match="not both"):
         sweep("all_gather", [4096], "hgx-h200-8", executor=object(), scheduler="tcp://x:1")
+
+
+def test_missing_dask_is_a_clear_error(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "distributed", None)     # as if not installed
+    with pytest.raises(BackendUnavailable, match=r"needs Dask distributed: pip install -e '\.\[dask\]'"):
+        sweep("all_gather", [4096], "hgx-h200-8", scheduler="tcp://127.0.0.1:8786", progress=False)
