@@ -8,6 +8,13 @@ Three layers, one Schedule:
 >>> s.world, s.policy["algorithm"]
 (4, 'two_shot')
 
+A model's inference step, expanded into the collectives it issues and predicted
+(:mod:`purlin.workload`):
+
+>>> step = purlin.workload.expand(purlin.workload.preset("llama3-70b"), world=8)
+>>> step.count("all_reduce")
+160
+
 The simulator (simpy) and the GPU executor (cupy) load on first use, so ``import purlin``
 needs only numpy, networkx, PyYAML and ml_dtypes.
 """
@@ -17,6 +24,8 @@ from purlin.snac import Policy, Schedule, codesign, plan
 from purlin.snac.verify import verify
 from purlin.spec import Block, Collective, Layout, evaluate, library, packed, scattered, transposed
 from purlin.topology import Topology, list_topologies, load_topology
+from purlin import workload
+from purlin.workload import predict_step
 
 __version__ = "0.1.0"
 
@@ -24,7 +33,7 @@ __all__ = [
     "BackendUnavailable", "Block", "Collective", "Deadlock", "Layout", "PlanError", "Policy",
     "PurlinError", "Schedule", "ScheduleError", "SpecError", "Topology", "TopologyError",
     "codesign", "evaluate", "library", "list_topologies", "load_topology", "packed", "plan",
-    "reference", "scattered", "simulate", "transposed", "verify",
+    "predict_step", "reference", "scattered", "simulate", "transposed", "verify", "workload",
 ]
 
 
