@@ -6,17 +6,14 @@ gb200-nvl72 (plus a few more for the curve). Five samples each; the summary take
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write  # noqa: E402
+from common import write
 
-from purlin.snac import plan  # noqa: E402
-from purlin.snac.verify import verify  # noqa: E402
-from purlin.spec import library  # noqa: E402
-from purlin.topology import load_topology  # noqa: E402
+from purlin.snac import plan
+from purlin.snac.verify import verify
+from purlin.spec import library
+from purlin.topology import load_topology
 
 CASES = [
     ("all_reduce", 8, 1 << 30, "hgx-h200-8"),
