@@ -120,6 +120,7 @@ class IpcWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs one call may use on this rank (all must be co-resident on its GPU)."""
         return self.kernels.max_ctas("snac_run")
 
     def _devices(self) -> list[int]:

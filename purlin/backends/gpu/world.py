@@ -501,6 +501,7 @@ class LoopbackWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs per rank in one call: every rank's CTAs share one GPU and must be co-resident."""
         return max(1, min(self.kernels.max_ctas("snac_run"), self.kernels.max_ctas("snac_run_pkt")) // self.world)
 
     def _devices(self) -> list[int]:
@@ -574,6 +575,7 @@ class PeerWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs per rank in one call: the smallest GPU's co-resident CTAs over the ranks it holds."""
         per_dev = max(self.devices.count(d) for d in self.devices)
         return max(1, min(kernels.for_device(d).max_ctas("snac_run") for d in self.devices) // per_dev)
 
