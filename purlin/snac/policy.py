@@ -1,9 +1,9 @@
 """Policies (the codesign knobs) and the default table that picks one.
 
 The table is the one readable place where size and world choose regime, algorithm,
-chunk and CTA counts. Numbers are Purlin's published defaults (PURLIN-NOTES.md);
-``codesign`` logs its pick at debug level. A sweep can replace the table per topology
-(``Policy.from_table``).
+chunk and CTA counts. Numbers are Purlin's published defaults
+(docs/sources.md#purlins-defaults); ``codesign`` logs its pick at debug level. A sweep
+can replace the table per topology (``Policy.from_table``).
 """
 from __future__ import annotations
 
