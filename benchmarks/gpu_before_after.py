@@ -18,13 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(__file__))
-
 MiB, KiB, W = 1 << 20, 1 << 10, 8
 
 
 def measure(per_rank: int) -> dict:
-    """Per-call graph times of this process's package (whichever tree is on sys.path)."""
+    """Per-call graph times of this process's package (whichever tree the child process imports)."""
     from gpu_common import cupy, time_graph
     import purlin
     from purlin.backends.gpu import LoopbackWorld
@@ -67,7 +65,7 @@ def main(argv=None) -> dict:
             raise SystemExit(f"{label} failed:\n{res.stderr[-3000:]}")
         runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
         print(label, "done", flush=True)
-    doc = header("PYTHONPATH=. python3 benchmarks/gpu_before_after.py " + " ".join(argv or sys.argv[1:]))
+    doc = header("python3 benchmarks/gpu_before_after.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = runs
     ratios = {k: median(runs["after"][k]) / median(runs["before"][k]) for k in runs["after"] if k != "package"}
     doc["summary"] = {"after_over_before": ratios, "worst": max(ratios.values()),

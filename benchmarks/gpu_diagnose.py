@@ -18,18 +18,18 @@ Kernel variants: run a part again with ``PURLIN_DEFINES`` set and ``--update``; 
 in ``raw`` names the defines (e.g. ``agv[PURLIN_DST_ALIGN=0]``).
 
 Writes benchmarks/results/h200-diagnose.json (machine, date, command, raw samples).
-Run: PYTHONPATH=. python3 benchmarks/gpu_diagnose.py [--only crossover,agv,ar8]
+Run (after `pip install -e .`): python3 benchmarks/gpu_diagnose.py [--only crossover,agv,ar8]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, least_traffic, median, memcpy_roofline, time_graph, write  # noqa: E402
-from gpu_loopback import buffers, wrong  # noqa: E402
+from gpu_common import cupy, header, least_traffic, median, memcpy_roofline, time_graph, write
+from gpu_loopback import buffers, wrong
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8
@@ -274,7 +274,7 @@ def main(argv=None) -> dict:
     world = LoopbackWorld(W)
     import json
     from common import RESULTS
-    doc = header("PYTHONPATH=. " + (f"PURLIN_DEFINES='{defines}' " if defines else "")
+    doc = header((f"PURLIN_DEFINES='{defines}' " if defines else "")
                  + "python3 benchmarks/gpu_diagnose.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = {}
     if args.update and (RESULTS / args.out).exists():   # add parts to an earlier run's file

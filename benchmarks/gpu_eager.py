@@ -14,7 +14,7 @@ Writes benchmarks/results/h200-eager.json. Summary (issue 17's targets beside ea
 - deadlock_s: a planted Wait no Notify satisfies, with a 0.5 s watchdog: host seconds
   from the call to ``Deadlock`` raised, and the GPU's own count.
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_eager.py
+Run: python3 benchmarks/gpu_eager.py
 """
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ import argparse
 import sys
 import time
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, median, time_graph, write, wrong_bytes  # noqa: E402
+from gpu_common import cupy, header, median, time_graph, write, wrong_bytes
 
 KiB, MiB, W = 1 << 10, 1 << 20, 8
 
@@ -153,7 +152,7 @@ def main(argv=None) -> dict:
     from purlin.backends.gpu import LoopbackWorld
     from purlin.spec import library
     world = LoopbackWorld(W)
-    doc = header("PYTHONPATH=. python3 benchmarks/gpu_eager.py " + " ".join(argv or sys.argv[1:]))
+    doc = header("python3 benchmarks/gpu_eager.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = {}
     small(doc, world, cp, library)
     large(doc, world, cp, library, args.large_mib * MiB)

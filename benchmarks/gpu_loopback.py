@@ -7,17 +7,15 @@ Writes benchmarks/results/h200-loopback.json. Summary:
 - loopback_ar8_8KiB_us: AllReduce W=8 8 KiB, per call in a graph of 128 calls.
 Prints nccl-tests-style tables for a size sweep (every element checked).
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_loopback.py
+Run (after `pip install -e .`): python3 benchmarks/gpu_loopback.py
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import (cupy, header, least_traffic, median, memcpy_roofline,  # noqa: E402
-                        nccl_table, time_graph, write, wrong_bytes)
+from gpu_common import (cupy, header, least_traffic, median, memcpy_roofline, nccl_table,
+                        time_graph, write, wrong_bytes)
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 
 import numpy as np
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, time_launches  # noqa: E402
+from gpu_common import cupy, time_launches
 
 MiB = 1 << 20
 

@@ -5,6 +5,7 @@
 # benchmarks/results/. Each stage has its own time limit so one slow stage cannot eat the rest.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# PYTHONPATH stands in for `pip install -e .` on a machine without the package installed.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export PURLIN_CACHE_DIR=${PURLIN_CACHE_DIR:-$PWD/.purlin-cache}
 OUT=${OUT:-/tmp/purlin-out}; mkdir -p "$OUT"; export OUT

@@ -18,21 +18,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import write  # noqa: E402
+import numpy as np
+import simpy
+from common import write
 
-import numpy as np  # noqa: E402
-import simpy  # noqa: E402
-
-from purlin.sim import simulate  # noqa: E402
-from purlin.snac import Policy, plan  # noqa: E402
-from purlin.spec import library  # noqa: E402
-from purlin.topology import load_topology  # noqa: E402
+from purlin.sim import simulate
+from purlin.snac import Policy, plan
+from purlin.spec import library
+from purlin.topology import load_topology
 
 MiB, GiB = 1 << 20, 1 << 30
 HEADLINE = [  # (label, collective, size, topology, world, policy, target_s)

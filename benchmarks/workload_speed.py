@@ -27,21 +27,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import write  # noqa: E402
+from common import write
 
-from purlin.sim import simulate  # noqa: E402
-from purlin.snac import plan  # noqa: E402
-from purlin.snac.verify import verify  # noqa: E402
-from purlin.topology import load_topology, resolve_topology  # noqa: E402
-from purlin.workload import SimCache, expand, predict_step, preset  # noqa: E402
-from purlin.workload.predict import _group_topologies, simulate_call  # noqa: E402
+from purlin.sim import simulate
+from purlin.snac import plan
+from purlin.snac.verify import verify
+from purlin.topology import load_topology, resolve_topology
+from purlin.workload import SimCache, expand, predict_step, preset
+from purlin.workload.predict import _group_topologies, simulate_call
 
 TARGET_S = 20.0
 

@@ -16,6 +16,8 @@ SIZES_HELP = "sizes as LO:HI[:FACTOR] or a comma list, with K/M/G suffixes (e.g.
 
 
 def parse_policy(args: argparse.Namespace):
+    """The Policy that ``--policy key=value``, ``--regime``, ``--algorithm``, ``--atom`` and
+    ``--chunk`` describe."""
     from purlin.snac.policy import Policy
     fields = {}
     for kv in args.policy or []:
@@ -76,6 +78,8 @@ def _topology_from_args(args: argparse.Namespace):
 
 
 def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
+    """``purlin plan`` (or ``verify``): plan one collective, print its summary, write JSON on
+    request."""
     from purlin.snac.report import format_summary, summarize
     from purlin.snac.serialize import to_dict
     sched, topo = _plan_from_args(args, check=True)
@@ -93,6 +97,7 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every ``purlin`` verb."""
     ap = argparse.ArgumentParser(prog="purlin", description="Design, simulate and run GPU collectives "
                                  "(Purlin: SNAC planner, simpy model, cupy Atoms).")
     ap.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -137,6 +142,8 @@ def _add_sim_verbs(sub) -> None:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    """``purlin sim``: predict collectives over sizes, print nccl-tests-style tables, write
+    plots/traces on request."""
     from purlin.sim import format_table, plot_bandwidth, plot_timeline, predict, simulate_collective
     from purlin.spec import library
     names = args.collectives or list(library.PURLIN_SEVEN)
@@ -166,6 +173,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``purlin sweep``: simulate policies x sizes x topologies and print the best policy per
+    size band."""
     from purlin.sim import sweep
     from purlin.snac.policy import Policy
     tries = [None] if not args.tries else []
@@ -217,6 +226,7 @@ def _add_workload_verb(sub) -> None:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
+    """``purlin workload``: predict a preset model step on each topology."""
     import os
     from concurrent.futures import ProcessPoolExecutor
     from contextlib import nullcontext
@@ -240,6 +250,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``purlin`` command line; returns the exit status (2 on a PurlinError, printed as
+    one line)."""
     ap = build_parser()
     args = ap.parse_args(argv)
     try:

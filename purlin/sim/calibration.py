@@ -9,7 +9,7 @@ refit from microbenchmarks is a new file, not an edit. A file lives at
       "gpu_kind": "h200",
       "source": "what the file as a whole rests on",
       "parameters": {
-        "launch_us":  {"value": 2.5, "provenance": "prior", "source": "FACTS.md ..."},
+        "launch_us":  {"value": 2.5, "provenance": "prior", "source": "docs/sources.md ..."},
         "sm.cta_local_gbps": {"value": 23.0, "provenance": "measured", "source": "..."},
         ...
       }

@@ -100,14 +100,18 @@ class SweepResult:
         return "\n".join(out)
 
     def plot(self, path: str | Path, metric: str = "busbw") -> Path:
+        """Write a bandwidth-vs-size PNG of the rows to ``path``; returns the path."""
         from purlin.sim.plots import plot_bandwidth
         self.plot_path = plot_bandwidth(self.rows, path, metric=metric)
         return self.plot_path
 
     def best_policy_table(self, topology: str, collective: str) -> dict[str, Any]:
+        """The fastest policy per size band for one topology and collective
+        (:func:`best_policy_table`)."""
         return best_policy_table(self.rows, topology, collective)
 
     def to_json(self, path: str | Path) -> Path:
+        """Write the sweep's meta and rows as JSON to ``path``; returns the path."""
         path = Path(path)
         path.write_text(json.dumps({"meta": self.meta, "rows": self.rows}, indent=1, default=str))
         return path

@@ -72,4 +72,5 @@ class IntervalMap:
             self.assign(s, e, v)
 
     def items(self) -> Iterator[tuple[int, int, Any]]:
+        """(start, end, value) of every stored interval, in order."""
         return zip(self._starts, self._ends, self._vals)

@@ -43,10 +43,12 @@ class Collective:
 
     @property
     def world(self) -> int:
+        """Number of ranks."""
         return self.input.world
 
     @property
     def is_reduce(self) -> bool:
+        """Whether outputs reduce their sources (any op but ``copy``)."""
         return self.op != "copy"
 
     def sources(self) -> dict[str, tuple[Placed, ...]]:

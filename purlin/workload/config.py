@@ -104,6 +104,7 @@ class StepConfig:
 
     @property
     def is_moe(self) -> bool:
+        """Whether the step routes tokens to experts."""
         return self.experts > 0
 
     @property
@@ -113,10 +114,12 @@ class StepConfig:
 
     @property
     def activation_itemsize(self) -> int:
+        """Bytes per activation element (``dtype``)."""
         return _dtype(self.dtype).itemsize
 
     @property
     def dispatch_itemsize(self) -> int:
+        """Bytes per element of the MoE dispatch (``dispatch_dtype``, else ``dtype``)."""
         return _dtype(self.dispatch_dtype or self.dtype).itemsize
 
     def with_(self, **changes: Any) -> "StepConfig":
@@ -128,6 +131,7 @@ class StepConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as plain data."""
         return dataclasses.asdict(self)
 
 

@@ -63,6 +63,7 @@ class Call:
 
     @property
     def count(self) -> int:
+        """How many times the step issues this call."""
         return len(self.layers)
 
 

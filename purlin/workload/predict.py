@@ -76,6 +76,7 @@ class SimCache:
     @staticmethod
     def key(c_digest: str, topology: Topology, policy: Policy | None, calibration: Any,
             cta_budget: int) -> tuple:
+        """The cache key of one simulation: what decides its answer."""
         pol = "auto" if policy is None else json.dumps(policy.to_dict(), sort_keys=True)
         cal = calibration if calibration is None or isinstance(calibration, str) else repr(calibration)
         return (c_digest, topology_digest(topology), pol, cal, cta_budget)
@@ -126,6 +127,7 @@ class KindRow:
 
     @property
     def time_per_call_us(self) -> float:
+        """Predicted time of one call of this kind."""
         return self.time_us / self.calls if self.calls else 0.0
 
 

@@ -82,6 +82,7 @@ def format_table(preds: Sequence[StepPrediction]) -> str:
 
 
 def to_json(preds: Sequence[StepPrediction], path: str | Path) -> Path:
+    """Write the predictions as JSON to ``path``."""
     path = Path(path)
     path.write_text(json.dumps([p.to_dict() for p in preds], indent=1) + "\n")
     return path

@@ -68,14 +68,17 @@ class Routing:
 
     @property
     def world(self) -> int:
+        """Ranks that send tokens."""
         return len(self.choices)
 
     @property
     def top_k(self) -> int:
+        """Experts each token goes to."""
         return next((c.shape[1] for c in self.choices if c.size), 0)
 
     @property
     def tokens(self) -> tuple[int, ...]:
+        """Tokens per rank."""
         return tuple(int(c.shape[0]) for c in self.choices)
 
     def expert_load(self) -> np.ndarray:

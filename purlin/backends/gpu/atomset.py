@@ -125,6 +125,7 @@ def _nvrtc():
 
 
 def options(atoms: AtomSet, defines: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """NVRTC options for ``atoms``: C++17, its architecture, its defines and ``defines``."""
     return ("-std=c++17", f"-arch=sm_{atoms.arch}", "-default-device", *atoms.defines,
             *(f"-D{d}" for d in defines))
 
@@ -169,6 +170,7 @@ def _whole_elf(blob: bytes) -> bytes:
 
 
 def find_cuobjdump() -> str | None:
+    """Path of cuobjdump ($CUOBJDUMP, PATH, or $CUDA_PATH/bin), or None if there is none."""
     for cand in (os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"),
                  os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "bin", "cuobjdump")):
         if cand and os.path.exists(cand):

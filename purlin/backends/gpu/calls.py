@@ -22,7 +22,9 @@ class Collectives:
     world: int
 
     # provided by World
-    def run(self, what, inputs, outputs=None, **kw): raise NotImplementedError  # pragma: no cover
+    def run(self, what, inputs, outputs=None, **kw):  # pragma: no cover
+        """Run a collective or Schedule (the world implements it)."""
+        raise NotImplementedError
     def _per_rank(self, xs, what: str) -> list: raise NotImplementedError  # pragma: no cover
     def _fast(self, key, x, out, stream) -> bool: raise NotImplementedError  # pragma: no cover
     def _remember(self, key, x, out) -> None: raise NotImplementedError  # pragma: no cover

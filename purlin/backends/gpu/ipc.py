@@ -121,6 +121,7 @@ class IpcWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs one call may use on this rank (all must be co-resident on its GPU)."""
         return min(self.kernels.max_ctas(k) for k in INTERPRETERS)
 
     def _devices(self) -> list[int]:

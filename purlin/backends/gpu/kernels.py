@@ -48,6 +48,7 @@ class DeviceKernels:
     name: str
 
     def fn(self, name: str):
+        """The compiled kernel ``name``; BackendUnavailable if this Atom set has none."""
         try:
             return self.functions[name]
         except KeyError:
@@ -91,10 +92,12 @@ def for_device(device: int) -> DeviceKernels:
 
 
 def i64(x) -> np.int64:
+    """``x`` as a kernel's 64-bit signed argument."""
     return np.int64(x)
 
 
 def u64(x) -> np.uint64:
+    """``x`` as a kernel's 64-bit unsigned argument."""
     return np.uint64(x)
 
 

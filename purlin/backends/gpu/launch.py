@@ -127,10 +127,12 @@ class Scratch:
         self.staging = self.packets = self.signals = None
 
     def fits(self, enc) -> bool:
+        """Whether this scratch already holds what plan ``enc`` needs."""
         return (self.staging is not None and enc.staging_nbytes <= self.staging_half
                 and 2 * enc.packets_nbytes <= self.packets_half and enc.num_signals <= self.num_signals)
 
     def grow(self, enc) -> None:
+        """Reallocate (never shrink) so plan ``enc`` fits."""
         cp = self.cp
         with cp.cuda.Device(self.device):
             if enc.staging_nbytes > self.staging_half or self.staging is None:

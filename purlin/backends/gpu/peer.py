@@ -40,6 +40,7 @@ class PeerWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs per rank in one call: the smallest GPU's co-resident CTAs over the ranks it holds."""
         per_dev = max(self.devices.count(d) for d in self.devices)
         return max(1, min(kernels.for_device(d).max_ctas(k) for d in self.devices for k in INTERPRETERS) // per_dev)
 

@@ -411,6 +411,7 @@ class LoopbackWorld(World):
 
     @property
     def cta_budget(self) -> int:
+        """CTAs per rank in one call: every rank's CTAs share one GPU and must be co-resident."""
         return max(1, min(self.kernels.max_ctas(k) for k in INTERPRETERS) // self.world)
 
     def _devices(self) -> list[int]:
