@@ -16,12 +16,20 @@ import purlin
 from purlin.snac import serialize
 
 ROOT = Path(__file__).resolve().parents[1]
+OPTIONAL_EXTRAS = {"torch", "cupy", "distributed", "dask"}
 
 
 def _public_modules() -> list:
     names = [m.name for m in pkgutil.walk_packages(purlin.__path__, "purlin.")
              if not any(part.startswith("_") for part in m.name.split("."))]
-    return [purlin] + [importlib.import_module(n) for n in sorted(names)]
+    mods = [purlin]
+    for n in sorted(names):
+        try:
+            mods.append(importlib.import_module(n))
+        except ModuleNotFoundError as e:   # a module over an optional extra not installed
+            if e.name.split(".")[0] not in OPTIONAL_EXTRAS:
+                raise
+    return mods
 
 
 def _public_callables():
