@@ -10,7 +10,7 @@ with the B200/GB200 numbers of ``topologies/gb200-nvl72.yaml`` (720 GB/s effecti
 8 TB/s HBM, a 0.35 us switch, in-switch reduce), simulated with the ``gb200`` calibration.
 
 ``root`` picks the code: the working tree, or a checkout of another commit (the baseline
-engine), put first on ``sys.path`` of the child process.
+engine), given to the child process as its ``PYTHONPATH``.
 
 Run one by hand: ``python benchmarks/sim_point.py '{"topology": "gb200-nvl72",
 "collective": "all_reduce", "size": 1048576}'``.
@@ -102,5 +102,4 @@ def baseline_checkout(commit: str, where: Path) -> Path:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.environ.get("PYTHONPATH", str(ROOT)))
     print(json.dumps(run_here(json.loads(sys.argv[1]))))

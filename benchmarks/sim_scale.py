@@ -20,15 +20,13 @@ Run: ``python benchmarks/sim_scale.py [--quick] [--no-old] [--timeout 900] [--ol
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, write  # noqa: E402
-from sim_point import baseline_checkout, measure  # noqa: E402
+from common import RESULTS, write
+from sim_point import baseline_checkout, measure
 
 BASELINE = "3934e54"
 PHASES = ("plan", "verify", "sim")

@@ -21,13 +21,11 @@ takes hours on 2 cores).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write  # noqa: E402
-from sim_point import baseline_checkout, measure  # noqa: E402
+from common import write
+from sim_point import baseline_checkout, measure
 
 SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
          "reduce_scatter_v", "all_to_all_v")

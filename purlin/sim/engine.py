@@ -27,7 +27,8 @@ What the executor adds to an Atom's start, from its microbenchmarks: each PutPac
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
 doubling of the CTAs on its GPU that use packets (after any wait: its polls are slower,
 so waiting does not hide them); a Copy whose destination the executor
-aligns first (:func:`_aligns_first`) pays ``copy_head_us``.
+aligns first (:func:`_aligns_first`) pays ``copy_head_us``; an instruction off the 16-byte
+grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from purlin.errors import Deadlock, ScheduleError
+from purlin.sim import tails
 from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.clock import Clock
 from purlin.sim.fabric import Fabric, FlowSpec
@@ -339,6 +341,7 @@ class _Run:
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
                 pre, crowd = spec.pre_us, 0.0
+                spec, pre = tails.charge(ins, spec, pre, cal)   # off the 16-byte grid only
                 if run > 1 and (run - 1) % pkt_batch:
                     pre = max(0.0, pre - cal.sm.op_start_us)
                 if kind is PutPackets:

@@ -155,6 +155,7 @@ class FluidModel:
 
     @property
     def active_count(self) -> int:
+        """Flows now moving bytes."""
         return self._active_count
 
     def _act(self) -> np.ndarray:

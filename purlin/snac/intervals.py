@@ -130,4 +130,5 @@ class IntervalMap:
         return len(self._starts)
 
     def items(self) -> Iterator[tuple[int, int, Any]]:
+        """(start, end, value) of every stored interval, in order."""
         return zip(self._starts, self._ends, self._vals)

@@ -1,9 +1,9 @@
 """Policies (the codesign knobs) and the default table that picks one.
 
 The table is the one readable place where size and world choose regime, algorithm,
-chunk and CTA counts. Numbers are Purlin's published defaults (PURLIN-NOTES.md);
-``codesign`` logs its pick at debug level. A sweep can replace the table per topology
-(``Policy.from_table``).
+chunk and CTA counts. Numbers are Purlin's published defaults
+(docs/sources.md#purlins-defaults); ``codesign`` logs its pick at debug level. A sweep
+can replace the table per topology (``Policy.from_table``).
 """
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ class Policy:
     align: int = 16
 
     def check(self) -> "Policy":
+        """The policy itself if every field is valid; PlanError naming the field otherwise."""
         if self.regime not in REGIMES + ("auto",):
             raise PlanError(f"policy.regime {self.regime!r}: choose one of {', '.join(REGIMES)} or auto")
         if self.algorithm not in ALGORITHMS + ("auto",):
@@ -70,10 +71,12 @@ class Policy:
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data (what ``Schedule.policy`` records)."""
         return asdict(self)
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
+        """The checked Policy ``d`` describes; PlanError naming an unknown or bad field."""
         known = set(Policy.__dataclass_fields__)
         d = dict(d)
         if "deterministic" in d:   # retired: every plan but a ring reduces in rank order
@@ -88,6 +91,7 @@ class Policy:
         return Policy(**dict(d)).check()
 
     def with_(self, **changes: Any) -> "Policy":
+        """A checked copy with ``changes`` applied."""
         return replace(self, **changes).check()
 
 

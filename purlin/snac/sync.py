@@ -43,6 +43,7 @@ class Op:
 
 @dataclass(frozen=True)
 class Synced:
+    """Programs with their Notify/Wait inserted, the signals they use and the epoch step."""
     programs: tuple[Program, ...]
     num_signals: int
     epoch_stride: int

@@ -166,7 +166,7 @@ class _Dynamic:
         rkey = self.ranks[k] * SIGNAL_KEY
         ev = self.events[k]
         append = ev.append
-        clocks, sh = self.clocks, self.sh
+        clocks = self.clocks
         note_S, note_E, note_snap, sig_notes = self.note_S, self.note_E, self.note_snap, self.sig_notes
         S = self.S[k]
         for i in range(i0, i1):
