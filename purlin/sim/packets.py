@@ -36,10 +36,12 @@ class PacketTimes:
         self.gaps: dict[tuple[int, int], tuple[list[int], list[tuple]]] = {}   # by byte
 
     def begin(self, pkt: tuple, t: float, seq: int) -> None:
+        """A put of ``pkt`` starts landing at ``t`` (issued under ``seq``)."""
         """A put (rank, offset, nbytes, tag) starts: its first bytes land at ``t``."""
         self._file(pkt, t, seq, None)
 
     def end(self, pkt: tuple, t: float, seq: int) -> None:
+        """The put of ``pkt`` has wholly landed at ``t`` (issued under ``seq``)."""
         """A put ends: all its bytes land at ``t`` (its first ones too, if not before)."""
         self._file(pkt, t, seq, (t, seq))
 
@@ -72,6 +74,8 @@ class PacketTimes:
                     self._retry(c, w, wh)
 
     def ready(self, c: Any, w: tuple[int, int, int, int], whole: bool) -> bool:
+        """Whether the packets ``w`` waits for have landed (begun, or ``whole``ly) by now;
+        if not, ``c`` is woken when they have."""
         """Whether window ``w`` = (rank, lo, hi, tag) has landed for ``c`` now (``whole``:
         all of it, else its first bytes); if not, ``c`` is woken when it has."""
         kind, a, b = self._when(w, whole)
@@ -132,9 +136,11 @@ class PacketEvents:
         self.waiting: dict[int, list[tuple]] = {}
 
     def begin(self, pkt: tuple, t: float, seq: int) -> None:
+        """A put of ``pkt`` starts landing at ``t`` (issued under ``seq``)."""
         self.clock.at_seq(t, seq, self._land, pkt + (False,))
 
     def end(self, pkt: tuple, t: float, seq: int) -> None:
+        """The put of ``pkt`` has wholly landed at ``t`` (issued under ``seq``)."""
         self.clock.at_seq(t, seq, self._land, pkt + (True,))
 
     def _land(self, arg: tuple) -> None:
@@ -154,6 +160,8 @@ class PacketEvents:
             self.waiting[rank] = keep
 
     def ready(self, c: Any, w: tuple[int, int, int, int], whole: bool) -> bool:
+        """Whether the packets ``w`` waits for have landed (begun, or ``whole``ly) by now;
+        if not, ``c`` is woken when they have."""
         rank, lo, hi, value = w
         book = self.whole if whole else self.begun
         if _covers(book.get((rank, value), ()), lo, hi):

@@ -105,6 +105,7 @@ class IntervalMap:
         return self._first(start), bisect_left(self._starts, end)
 
     def piece(self, i: int) -> tuple[int, int, Any]:
+        """The ``i``-th piece as (start, end, value), for callers walking by index."""
         return self._starts[i], self._ends[i], self._vals[i]
 
     def set_value(self, i: int, value: Any) -> None:

@@ -31,6 +31,9 @@ class Overlap(Exception):
 
 
 class Shadow:
+    """Every non-input buffer's cells, the contents' intern table, and the output writes
+    deferred to the end of the walk."""
+
     def __init__(self, clocks: Clocks | None, where: Callable[[int, int], str],
                  defer_outputs: bool):
         self.clocks = clocks
@@ -43,6 +46,7 @@ class Shadow:
 
     # ---- contents ------------------------------------------------------------------
     def intern(self, terms: Terms) -> Terms:
+        """The one shared copy of ``terms``, so equal contents compare by identity."""
         return self._intern.setdefault(terms, terms)
 
     def shift(self, terms: Terms, by: int) -> Terms:
