@@ -14,7 +14,10 @@ Dependencies found:
   buffer is ready);
 - fences at call end: the owner of memory another rank touched waits until that rank is
   done, when its user buffer was touched or when nothing else in the call orders the two
-  (so the next-but-one call may reuse the staging half).
+  (so the next-but-one call may reuse the staging half). With ``fence="rank"`` one CTA
+  of the owner (CTA 0) waits for every touching CTA; with ``fence="cta"`` CTA c of the
+  owner waits for the CTAs c of its peers only, so no CTA checks more than one signal per
+  peer (the call ends when every CTA has, so the owner still outlasts every touch).
 """
 from __future__ import annotations
 
@@ -48,11 +51,29 @@ class Synced:
     epoch_stride: int
 
 
-def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) -> Synced:
-    """Build programs with signals from ``ops`` in logical order. Pure."""
+FENCES = ("rank", "cta")
+
+
+def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
+                fence: str = "rank") -> Synced:
+    """Build programs with signals from ``ops`` in logical order. Pure. ``fence``: which
+    CTAs of an owner wait at call end for the peers that touched its memory (see the
+    module docstring)."""
+    if fence not in FENCES:
+        raise PlanError(f"policy.fence {fence!r}: choose one of {', '.join(FENCES)}")
     n = len(ops)
     start = [n + r for r in range(world)]          # virtual op ids: call start per rank
-    end = [n + world + r for r in range(world)]    # and call end per rank
+    end = [n + world + r for r in range(world)]    # and call end per rank (on CTA 0)
+    places = [(r, 0) for r in range(world)] * 2    # (rank, cta) of each virtual op
+    spread: dict[tuple[int, int], int] = {}        # fence="cta": (owner, cta) -> end op
+
+    def end_of(owner: int, cta: int) -> int:
+        if fence != "cta" or cta == 0:
+            return end[owner]
+        if (owner, cta) not in spread:
+            spread[(owner, cta)] = n + len(places)
+            places.append((owner, cta))
+        return spread[(owner, cta)]
     deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
     pdeps: defaultdict[int, list[tuple[Ref, int, int]]] = defaultdict(list)  # packet waits
     writers: dict[tuple[int, str], IntervalMap] = {}
@@ -120,12 +141,12 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
     for (rank, cta, owner), (i, user) in last_touch.items():
         if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
-            deps[end[owner]].add(i)
+            deps[end_of(owner, cta)].add(i)
     for (writer, reader, cta), i in remote_fill.items():
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
-            deps[end[writer]].add(i)
-
-    return _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom)
+            deps[end_of(writer, cta)].add(i)
+    ends = end + [spread[k] for k in sorted(spread)]
+    return _emit(ops, world, deps, pdeps, gens, start, ends, places, dtype, op_name, atom)
 
 
 def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
@@ -134,9 +155,9 @@ def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
     last_touch[key] = (i, prev[1] or ref.buffer in USER)
 
 
-def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Synced:
+def _emit(ops, world, deps, pdeps, gens, start, end, places, dtype, op_name, atom) -> Synced:
     n = len(ops)
-    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
+    where = [(o.rank, o.cta) for o in ops] + places
     consumers: dict[int, set[int]] = {}
     for i, ds in deps.items():
         for d in ds:
