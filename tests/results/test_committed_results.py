@@ -170,10 +170,11 @@ def test_loopback_codesign_table_follows_the_committed_crossover():
     assert checked >= 150
 
 
-def test_two_gpu_run_used_todays_default_and_its_prediction_reproduces():
-    """h200x2-collectives.json is the default policy's run: every point correct, every
-    recorded policy what the planner picks today for that box; h200x2-prediction.json is
-    what the simulator says for those schedules."""
+def test_two_gpu_run_and_its_prediction_reproduce():
+    """h200x2-collectives.json is a run of the hand table's defaults of the time (the box
+    is a what-if of hgx-h200-8, so today it gets the generic rules; its policies are
+    recorded per row): every point correct; h200x2-prediction.json is what the simulator
+    says for those schedules."""
     import multi_gpu
     from purlin.sim import simulate
     from purlin.snac import Policy
@@ -184,8 +185,6 @@ def test_two_gpu_run_used_todays_default_and_its_prediction_reproduces():
     assert len(runs["rows"]) == len(pred["rows"]) == 99
     for r, p in list(zip(runs["rows"], pred["rows"]))[::7]:
         c = library.from_size(r["collective"], 2, r["size"], "fp32")
-        assert plan(c, topo, cta_budget=132).policy == Policy.from_dict(r["policy"]).to_dict(), \
-            (r["collective"], r["size"])
         pol = Policy.from_dict(r["policy"])
         s = plan(c, topo, pol, cta_budget=pol.put_ctas + pol.consumer_ctas)
         assert simulate(s, topo, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)
