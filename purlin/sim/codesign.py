@@ -4,12 +4,15 @@ For each world, collective and size of a grid, a staged search over the planner'
 policies, simulated with the system's own calibration:
 
 1. structures: every (regime, algorithm, Atom, fence) the planner offers there, with the
-   generic rules' CTAs and chunk; those within ``prune`` of the best go on (a structure
-   that lost by twice at two sizes in a row is not tried at larger sizes);
-2. grid: for the best structures, CTA counts per role (scaled together, and the whole
-   budget on the working role), then chunk sizes for the best split;
-3. refine: coordinate descent from the best few (each knob doubled and halved, the fence
-   toggled) until nothing gains, plus the winners of the neighbouring sizes.
+   generic rules' CTAs and chunk. Families (regime, algorithm) within ``prune`` of the
+   best go on; a family that lost by 2x at two sizes in a row is not planned at larger
+   sizes (where it would be the slowest to plan);
+2. grid: for the best families, each role's CTAs from half to four times the rule's (and
+   the whole budget on either role), then the chunk from a quarter to four times (and, in
+   the latency regime, pushes of 2, 4 and 8 chunks);
+3. refine: coordinate descent from the best few and the best of each leading family
+   (each role's CTAs, the chunk and the push doubled and halved, the fence and the Atom
+   toggled), plus the winners of the neighbouring sizes, until a round gains nothing.
 
 Sizes whose winners agree (one policy within ``merge`` of the best at each) become one
 band. Between two grid sizes, the geometric midpoint is simulated with both neighbours'
@@ -36,11 +39,11 @@ from purlin.snac.policy import Policy, codesign, traits
 from purlin.sim.codesign_bands import (compact, default_path, fingerprint, make_bands,
                                       nbytes_of, policy_key, ranked, summary_lines, write_table)
 from purlin.snac.tables import SCHEMA_VERSION
+from purlin.spec import library
+from purlin.topology import Topology, resolve_topology, shipped_name, topology_digest
 
 __all__ = ["QUICK", "Search", "default_path", "evaluate", "fingerprint", "search",
            "summary_lines", "write_table"]
-from purlin.spec import library
-from purlin.topology import Topology, resolve_topology, shipped_name, topology_digest
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 DEFAULT_SIZES = tuple(KiB * 4 ** k for k in range(10))      # 1 KiB .. 256 MiB, x4
@@ -88,7 +91,7 @@ def _topo(ref, world: int) -> Topology:
     return resolve_topology(ref, world)
 
 
-_SEEN: dict[tuple, dict] = {}
+_SIMULATED: dict[tuple, dict] = {}   # per worker process: candidates that plan alike run once
 
 
 def evaluate(ref, world: int, name: str, size: int, policy: dict, calibration, budget: int) -> dict:
@@ -103,12 +106,12 @@ def evaluate(ref, world: int, name: str, size: int, policy: dict, calibration, b
     except PurlinError as e:
         return {"error": f"{type(e).__name__}: {e}"}
     d = programs_digest(s)
-    key = (d, size, name, world)
-    if key not in _SEEN:
+    key = (d, size, name, topology_digest(topo), str(calibration))
+    if key not in _SIMULATED:
         r = simulate(s, topo, calibration, record=False)
-        _SEEN[key] = {"time_us": r.time_us, "programs_digest": d,
+        _SIMULATED[key] = {"time_us": r.time_us, "programs_digest": d,
                       "instructions": sum(len(p.instrs) for p in s.programs)}
-    return {**_SEEN[key], "policy": compact(s.policy)}
+    return {**_SIMULATED[key], "policy": compact(s.policy)}
 
 
 def _evaluate(args):

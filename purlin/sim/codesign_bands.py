@@ -167,8 +167,9 @@ def summary_lines(table: dict) -> list[str]:
             lines.append(f"# {name} W={w}")
             for b in coll["bands"]:
                 p = b["policy"]
+                push = f" push {p['push_nbytes']}" if p.get("push_nbytes") else ""
                 lines.append(f"#   <= {b['max_nbytes']:>11} B  {p['regime']:>10} {p['algorithm']:>8} "
-                             f"chunk {p['chunk_nbytes']:>8}  ctas {p['put_ctas']:>3}+{p['consumer_ctas']:<3} "
+                             f"chunk {p['chunk_nbytes']:>8}{push}  ctas {p['put_ctas']:>3}+{p['consumer_ctas']:<3} "
                              f"{p['atom']:>6} fence {p.get('fence', 'rank'):>4}  "
                              f"({b['probe']['time_us']:.2f} us at {b['probe']['size']} B)")
     return lines

@@ -1,6 +1,5 @@
 """Structural tests: plans checked without running them."""
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -176,13 +175,14 @@ def test_summary_counts_bytes_per_link_class():
     assert d["roles"]["consume"]["bytes"]["nvlink read"] == 8 * 7 * (1 << 20)
 
 
-def test_speed_8_rank_1gib_allreduce_and_72_rank_alltoallv():
-    t0 = time.perf_counter()
-    plan(library.all_reduce(8, 1 << 30), load_topology("hgx-h200-8"))
-    t1 = time.perf_counter()
-    plan(library.from_size("all_to_all_v", 72, 64 << 20), load_topology("gb200-nvl72"))
-    t2 = time.perf_counter()
-    assert t1 - t0 < 2.0 and t2 - t1 < 2.0, (t1 - t0, t2 - t1)
+def test_large_defaults_stay_small_to_plan():
+    """What planning costs grows with the instructions: the defaults at 1 GiB (8 ranks)
+    and 64 MiB (72 ranks) stay within a few per chunk. (The time is a benchmark's
+    figure: benchmarks/planner_speed.py.)"""
+    big = plan(library.all_reduce(8, 1 << 30), load_topology("hgx-h200-8"))
+    assert sum(len(p.instrs) for p in big.programs) < 16_000
+    wide = plan(library.from_size("all_to_all_v", 72, 64 << 20), load_topology("gb200-nvl72"))
+    assert sum(len(p.instrs) for p in wide.programs) < 40_000
 
 
 @settings(max_examples=30, deadline=None)
