@@ -32,8 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header as cpu_header, save  # noqa: E402
+from common import header as cpu_header, save
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "topologies" / "codesign" / "h200-loopback.json"

@@ -1,8 +1,9 @@
 """Sweeps over collectives x sizes x topologies x policies, and the codesign table.
 
 Each point (one collective, topology, policy and size) is one task for any
-``concurrent.futures.Executor``: a process pool by default, a thread pool, or a
-dask.distributed client's ``get_executor()`` for a cluster. Only pickleable
+``concurrent.futures.Executor`` (a process pool by default, or a thread pool) or for a
+Dask ``distributed.Client`` when a sweep outgrows one machine (``scheduler=ADDRESS``
+connects one; Dask is the optional ``dask`` extra). Only pickleable
 arguments travel (names, dicts, Topology objects); a point whose plan is refused
 (e.g. the ``switch`` Atom on a switch without in-switch reduction) becomes a row with
 ``error`` set instead of failing the sweep.
@@ -20,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from purlin.errors import PurlinError
+from purlin.errors import BackendUnavailable, PurlinError
 from purlin.sim.predict import format_table, parse_size, parse_sizes
 from purlin.topology import Topology, resolve_topology
 
@@ -99,14 +100,18 @@ class SweepResult:
         return "\n".join(out)
 
     def plot(self, path: str | Path, metric: str = "busbw") -> Path:
+        """Write a bandwidth-vs-size PNG of the rows to ``path``; returns the path."""
         from purlin.sim.plots import plot_bandwidth
         self.plot_path = plot_bandwidth(self.rows, path, metric=metric)
         return self.plot_path
 
     def best_policy_table(self, topology: str, collective: str) -> dict[str, Any]:
+        """The fastest policy per size band for one topology and collective
+        (:func:`best_policy_table`)."""
         return best_policy_table(self.rows, topology, collective)
 
     def to_json(self, path: str | Path) -> Path:
+        """Write the sweep's meta and rows as JSON to ``path``; returns the path."""
         path = Path(path)
         path.write_text(json.dumps({"meta": self.meta, "rows": self.rows}, indent=1, default=str))
         return path
@@ -114,9 +119,9 @@ class SweepResult:
 
 def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
           topologies: Iterable[Topology | str] | Topology | str,
-          policies: Iterable[Any] | None = None, executor: Executor | None = None, *,
-          dtype: str = "fp32", op: str = "add", calibration: Any = None,
-          progress: bool = True, plot: str | Path | None = None,
+          policies: Iterable[Any] | None = None, executor: Any = None, *,
+          scheduler: str | None = None, dtype: str = "fp32", op: str = "add",
+          calibration: Any = None, progress: bool = True, plot: str | Path | None = None,
           max_workers: int | None = None) -> SweepResult:
     """Simulate every (collective, topology, policy, size) point, in parallel.
 
@@ -128,13 +133,17 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
         nccl-tests sizes (``"1K:1G"`` accepted).
     policies : iterable of Policy/dict/None, optional
         Default ``[None]``: the planner's codesign table.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or distributed.Client, optional
         Runs the points; default a ProcessPoolExecutor of ``max_workers`` (all cores),
-        shut down at the end. A given executor is left open.
+        shut down at the end. A Dask client sends each point to its cluster as a task.
+        A given executor or client is left open.
+    scheduler : str, optional
+        Address of a Dask scheduler (``"tcp://host:8786"``) to run on instead: a client
+        is connected for this sweep and closed after it. Needs ``pip install -e '.[dask]'``.
     calibration : str or Calibration, optional
         Default: each topology's ``gpu_kind`` file.
     progress : bool
-        Show a tqdm bar.
+        Show a tqdm bar (whichever runs the points).
     plot : path, optional
         Also write a bandwidth-vs-size PNG there.
 
@@ -142,6 +151,15 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     -------
     SweepResult
         ``rows`` in input order (errors as rows), ``plot_path``.
+
+    Raises
+    ------
+    BackendUnavailable
+        If ``scheduler`` is given and Dask is not installed or the scheduler cannot be
+        reached.
+    PurlinError
+        If ``executor`` is neither an Executor nor a Dask client, or both it and
+        ``scheduler`` are given.
 
     Examples
     --------
@@ -153,35 +171,101 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     >>> len(res.rows), res.rows[0]["error"]
     (2, None)
     """
-    from tqdm import tqdm
-
     collectives = [collectives] if isinstance(collectives, str) else list(collectives)
     topologies = ([topologies] if isinstance(topologies, (str, Topology)) else list(topologies))
     sizes = parse_sizes(sizes) if isinstance(sizes, str) else [parse_size(s) for s in sizes]
     pols = [policy_dict(p) for p in (policies if policies is not None else [None])]
-    points = [(c, t, p, s) for c in collectives for t in topologies for p in pols for s in sizes]
+    tasks = [(c, t, p, s, dtype, op, calibration)
+             for c in collectives for t in topologies for p in pols for s in sizes]
+    if executor is not None and scheduler is not None:
+        raise PurlinError("sweep: give an executor or a scheduler address, not both")
+    if scheduler is not None:
+        client = connect(scheduler)
+        try:
+            rows = _run_on_dask(client, tasks, progress)
+        finally:
+            client.close()
+    elif executor is not None and not isinstance(executor, Executor):
+        rows = _run_on_dask(_dask_client(executor), tasks, progress)
+    else:
+        rows = _run_on_executor(executor, tasks, progress, max_workers)
+    result = SweepResult(rows, meta={"collectives": collectives, "sizes": sizes,
+                                     "topologies": [t if isinstance(t, str) else t.name
+                                                    for t in topologies],
+                                     "policies": pols, "dtype": dtype, "op": op})
+    if plot is not None:
+        result.plot(plot)
+    return result
+
+
+def connect(address: str, timeout_s: float = 10.0) -> Any:
+    """A ``distributed.Client`` on the Dask scheduler at ``address``.
+
+    Raises
+    ------
+    BackendUnavailable
+        If Dask ``distributed`` is not installed, or no scheduler answers at
+        ``address`` within ``timeout_s``.
+    """
+    try:
+        from distributed import Client
+    except ImportError as e:
+        raise BackendUnavailable(f"a sweep on a Dask scheduler needs Dask distributed: "
+                                 f"pip install -e '.[dask]' ({e})") from None
+    try:
+        return Client(address, timeout=timeout_s)
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        raise BackendUnavailable(f"no Dask scheduler answered at {address!r} within "
+                                 f"{timeout_s:g} s ({type(e).__name__}: {e}); start one with "
+                                 f"`dask scheduler` and workers with `dask worker ADDRESS`") from None
+
+
+def _dask_client(obj: Any) -> Any:
+    """``obj`` if it is a Dask client; a clear error for anything else."""
+    try:
+        from distributed import Client
+    except ImportError:
+        Client = None
+    if Client is None or not isinstance(obj, Client):
+        raise PurlinError(f"sweep: executor must be a concurrent.futures.Executor or a "
+                          f"distributed.Client, got {type(obj).__name__}")
+    return obj
+
+
+def _run_on_executor(executor: Executor | None, tasks: list[tuple], progress: bool,
+                     max_workers: int | None) -> list[dict[str, Any]]:
+    from tqdm import tqdm
     own = executor is None
     if own:
         executor = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count() or 1)
-    rows: list[dict[str, Any] | None] = [None] * len(points)
+    rows: list[dict[str, Any]] = [{}] * len(tasks)
     try:
-        futures = {executor.submit(run_point, c, t, p, s, dtype, op, calibration): i
-                   for i, (c, t, p, s) in enumerate(points)}
-        with tqdm(total=len(points), disable=not progress, desc="sweep", unit="pt") as bar:
+        futures = {executor.submit(run_point, *t): i for i, t in enumerate(tasks)}
+        with tqdm(total=len(tasks), disable=not progress, desc="sweep", unit="pt") as bar:
             for fut in as_completed(futures):
                 rows[futures[fut]] = fut.result()
                 bar.update(1)
     finally:
         if own:
             executor.shutdown()
-    result = SweepResult([r for r in rows if r is not None],
-                         meta={"collectives": collectives, "sizes": sizes,
-                               "topologies": [t if isinstance(t, str) else t.name
-                                              for t in topologies],
-                               "policies": pols, "dtype": dtype, "op": op})
-    if plot is not None:
-        result.plot(plot)
-    return result
+    return rows
+
+
+def _run_on_dask(client: Any, tasks: list[tuple], progress: bool) -> list[dict[str, Any]]:
+    """One Dask task per point (``pure=False``: two equal points are still two rows)."""
+    from distributed import as_completed as dask_completed
+    from tqdm import tqdm
+    futures = [client.submit(run_point, *t, pure=False) for t in tasks]
+    where = {f.key: i for i, f in enumerate(futures)}
+    rows: list[dict[str, Any]] = [{}] * len(tasks)
+    try:
+        with tqdm(total=len(tasks), disable=not progress, desc="sweep (dask)", unit="pt") as bar:
+            for fut in dask_completed(futures):
+                rows[where[fut.key]] = fut.result()
+                bar.update(1)
+    finally:
+        client.cancel(futures)   # nothing is left on the cluster if a point fails
+    return rows
 
 
 def best_policy_table(rows: Sequence[dict[str, Any]], topology: str,

@@ -86,7 +86,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
     topo = _topology_for(topology, collective.world)
     pol = resolve_policy(collective, topo, policy, cta_budget, table)
-    c = collective.validate(pol.align)
+    c = collective.validate()   # any count: pol.align is where pieces are cut, not a rule
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
         if pol.regime == "latency":
@@ -154,7 +154,7 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
         return ops, 0
     size = {}
     remap: dict[tuple[int, int], int] = {}
-    slot = max(o.nbytes for o in ops)
+    slot = -(-max(o.nbytes for o in ops) // 16) * 16   # slots stay 16-byte aligned at any count
     for rank, offs in used.items():
         for k, off in enumerate(sorted(offs)):
             remap[(rank, off)] = k * slot

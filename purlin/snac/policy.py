@@ -6,7 +6,9 @@ that names the policy per collective, world and size band. The rules here fill w
 table gives (a topology of your own, a collective outside the table, the fields a caller
 left ``auto``). They read the topology through :class:`Traits` (link bandwidth and
 latency, the per-SM NVLink rate, whether ranks share a GPU) and hold no GPU's numbers.
-``codesign`` logs its pick at debug level.
+The rules start from Purlin's published defaults (docs/sources.md#purlins-defaults);
+``codesign`` logs its pick at debug level. A sweep can replace the table per topology
+(``Policy.from_table``).
 """
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ class Policy:
     push_nbytes: int | None = None
 
     def check(self) -> "Policy":
+        """The policy itself if every field is valid; PlanError naming the field otherwise."""
         if self.regime not in REGIMES + ("auto",):
             raise PlanError(f"policy.regime {self.regime!r}: choose one of {', '.join(REGIMES)} or auto")
         if self.algorithm not in ALGORITHMS + ("auto",):
@@ -106,6 +109,7 @@ class Policy:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
+        """The checked Policy ``d`` describes; PlanError naming an unknown or bad field."""
         known = set(Policy.__dataclass_fields__)
         d = dict(d)
         if "deterministic" in d:   # retired: every plan but a ring reduces in rank order
@@ -120,6 +124,7 @@ class Policy:
         return Policy(**dict(d)).check()
 
     def with_(self, **changes: Any) -> "Policy":
+        """A checked copy with ``changes`` applied."""
         return replace(self, **changes).check()
 
 

@@ -23,6 +23,7 @@ def _ref(r: Ref) -> list:
 
 
 def instr_to_dict(ins) -> dict:
+    """One instruction as plain data: its class name under ``instr`` and its fields (Refs as lists)."""
     d: dict[str, Any] = {"instr": type(ins).__name__}
     for name in ins.__slots__:
         v = getattr(ins, name)
@@ -35,6 +36,7 @@ def instr_to_dict(ins) -> dict:
 
 
 def instr_from_dict(d: dict):
+    """The instruction :func:`instr_to_dict` gave; ScheduleError for an unknown name."""
     cls = _BY_NAME.get(d.get("instr"))
     if cls is None:
         raise ScheduleError(f"unknown instruction {d.get('instr')!r}; known: {', '.join(_BY_NAME)}")
@@ -50,12 +52,14 @@ def instr_from_dict(d: dict):
 
 
 def collective_to_dict(c: Collective) -> dict:
+    """A collective as plain data: name, op, dtype and both layouts as [name, nbytes] lists."""
     return {"name": c.name, "op": c.op, "dtype": c.dtype.name,
             "input": [[[b.name, b.nbytes] for b in blocks] for blocks in c.input.ranks],
             "output": [[[b.name, b.nbytes] for b in blocks] for blocks in c.output.ranks]}
 
 
 def collective_from_dict(d: dict) -> Collective:
+    """The Collective :func:`collective_to_dict` gave."""
     return Collective(d["name"], Layout.of(d["input"]), Layout.of(d["output"]), d["op"], d["dtype"])
 
 

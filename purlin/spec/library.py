@@ -26,6 +26,7 @@ def all_gather(world: int, nbytes: int, dtype="fp32") -> Collective:
 
 
 def all_gather_v(world: int, sizes: Sequence[int], dtype="fp32") -> Collective:
+    """Rank r contributes ``sizes[r]`` bytes as block r; every rank ends with blocks 0..W-1."""
     return Collective("all_gather_v" if len(set(sizes)) > 1 else "all_gather",
                       packed(world, list(sizes), name="{r}"), scattered(world, list(sizes)),
                       "copy", dtype)
@@ -37,6 +38,7 @@ def reduce_scatter(world: int, nbytes: int, dtype="fp32", op: str = "add") -> Co
 
 
 def reduce_scatter_v(world: int, sizes: Sequence[int], dtype="fp32", op: str = "add") -> Collective:
+    """Every rank holds blocks 0..W-1 of ``sizes``; rank q ends with the reduction of block q."""
     return Collective("reduce_scatter_v" if len(set(sizes)) > 1 else "reduce_scatter",
                       scattered(world, list(sizes)), packed(world, list(sizes), name="{r}"),
                       op, dtype)
@@ -56,18 +58,21 @@ def all_to_all_v(world: int, matrix: Sequence[Sequence[int]], dtype="fp32") -> C
 
 
 def broadcast(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root``'s ``x`` ends on every rank."""
     _check_root(world, root)
     return Collective("broadcast", packed(world, nbytes, ranks=[root]), packed(world, nbytes),
                       "copy", dtype)
 
 
 def reduce(world: int, nbytes: int, dtype="fp32", op: str = "add", root: int = 0) -> Collective:
+    """Rank ``root`` ends with the reduction of every rank's ``x``."""
     _check_root(world, root)
     return Collective("reduce", packed(world, nbytes), packed(world, nbytes, ranks=[root]),
                       op, dtype)
 
 
 def gather(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root`` ends with every rank's block, in rank order."""
     _check_root(world, root)
     out = Layout(tuple(scattered(world, nbytes).ranks[r] if r == root else ()
                        for r in range(world)))
@@ -75,6 +80,7 @@ def gather(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
 
 
 def scatter(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root`` holds blocks 0..W-1; rank q ends with block q."""
     _check_root(world, root)
     inp = Layout(tuple(scattered(world, nbytes).ranks[r] if r == root else ()
                        for r in range(world)))
@@ -109,6 +115,8 @@ def nccl_size(c: Collective) -> int:
 
 
 def canonical(name: str) -> str:
+    """The library name for ``name`` (``AllReduce`` and ``all-reduce`` -> ``all_reduce``);
+    SpecError if none."""
     key = name.lower().replace("-", "_").replace(" ", "")
     key = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
            "alltoall": "all_to_all", "allgatherv": "all_gather_v", "reducescatterv": "reduce_scatter_v",
