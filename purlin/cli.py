@@ -139,7 +139,12 @@ def _add_codesign_verb(sub) -> None:
     p.add_argument("topology", help="a shipped topology name or a YAML path")
     p.add_argument("--worlds", help="comma list of worlds (loopback default 2,4,8)")
     p.add_argument("--collectives", help="comma list (default: the seven Purlin collectives)")
-    p.add_argument("--sizes", "-s", default="1K:256M:4", help=SIZES_HELP)
+    p.add_argument("--sizes", "-s", default=None,
+                   help=SIZES_HELP + " (default 1K:256M:4 up to 16 ranks, 1K:64M:16 up to "
+                        "144, 1K:32M:32 beyond)")
+    p.add_argument("--budget-s", type=float, default=480.0,
+                   help="CPU seconds of one core the search may spend, summed over its points "
+                        "(default 480; 0: no limit); later stages stop early to fit")
     p.add_argument("--atoms", default="sm,switch",
                    help="Atoms to try (switch only where the switches reduce)")
     p.add_argument("--quick", action="store_true", help="a cheaper search (fewer starts, one round)")
@@ -150,7 +155,8 @@ def _add_codesign_verb(sub) -> None:
     p.add_argument("--out", metavar="FILE",
                    help="where to write the table (default, for a shipped topology: "
                         "topologies/codesign/NAME.json)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (one line per stage still goes to stderr)")
     p.set_defaults(func=cmd_codesign)
 
 
@@ -163,8 +169,13 @@ def cmd_codesign(args: argparse.Namespace) -> int:
         raise PurlinError(f"purlin codesign {args.topology}: not a shipped topology, so there is "
                           f"no default place for its table: pass --out FILE (then plan with "
                           f"table=json.load(open(FILE)))")
-    spec = replace(cd.QUICK if args.quick else cd.Search(), sizes=tuple(parse_sizes(args.sizes)),
-                   atoms=tuple(a for a in args.atoms.split(",") if a), cta_budget=args.ctas)
+    if args.budget_s < 0:
+        raise PurlinError(f"--budget-s {args.budget_s}: give 0 (no limit) or a positive number "
+                          f"of CPU seconds")
+    spec = replace(cd.QUICK if args.quick else cd.Search(),
+                   sizes=tuple(parse_sizes(args.sizes)) if args.sizes else None,
+                   atoms=tuple(a for a in args.atoms.split(",") if a), cta_budget=args.ctas,
+                   budget_s=args.budget_s or None)
     if args.worlds:
         spec = replace(spec, worlds=tuple(int(w) for w in args.worlds.split(",")))
     if args.collectives:

@@ -14,6 +14,15 @@ policies, simulated with the system's own calibration:
    (each role's CTAs, the chunk and the push doubled and halved, the fence and the Atom
    toggled), plus the winners of the neighbouring sizes, until a round gains nothing.
 
+With a budget (``Search.budget_s``, CPU seconds of one core summed over the points, 480
+by default) the search fits the system: stage 1 runs in full (each size's structures,
+with the stricter pruning below once half the budget is gone), stage 2 and each round of
+stage 3 get a share of what is left and run their candidates in order of promise, round
+robin over the cases (each size's first variants before anyone's later ones), and stop
+when the share is spent; the midpoints get a reserve. Rack-scale worlds search a coarser
+size grid (:func:`Search.for_topology`). The table records the budget, what each stage
+spent and what it left out.
+
 Sizes whose winners agree (one policy within ``merge`` of the best at each) become one
 band. Between two grid sizes, the geometric midpoint is simulated with both neighbours'
 picks and their best rivals; the band boundary goes where the midpoint says. The table
@@ -25,11 +34,12 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import math
 import os
 import sys
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,19 +52,29 @@ from purlin.snac.tables import SCHEMA_VERSION
 from purlin.spec import library
 from purlin.topology import Topology, resolve_topology, shipped_name, topology_digest
 
-__all__ = ["QUICK", "Search", "default_path", "evaluate", "fingerprint", "search",
+__all__ = ["QUICK", "Search", "default_path", "sizes_for", "evaluate", "fingerprint", "search",
            "summary_lines", "write_table"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 DEFAULT_SIZES = tuple(KiB * 4 ** k for k in range(10))      # 1 KiB .. 256 MiB, x4
+RACK_SIZES = tuple(KiB * 16 ** k for k in range(5))        # 1 KiB .. 64 MiB, x16 (world <= 144)
+WIDE_SIZES = tuple(KiB * 32 ** k for k in range(4))        # 1 KiB .. 32 MiB, x32 (larger worlds)
 LOOPBACK_WORLDS = (2, 4, 8)
+BUDGET_S = 480.0           # default search budget: CPU seconds of one core
+MIDPOINT_RESERVE = 0.15    # share of the budget kept for the midpoints
+
+
+def sizes_for(world: int) -> tuple[int, ...]:
+    """The size grid searched at ``world`` ranks: x4 up to 256 MiB for a box, coarser for a
+    rack, where one point costs seconds (the midpoints still check each boundary)."""
+    return DEFAULT_SIZES if world <= 16 else RACK_SIZES if world <= 144 else WIDE_SIZES
 
 
 @dataclass(frozen=True)
 class Search:
     """What to search and how hard (the defaults are what shipped tables use)."""
 
-    sizes: tuple[int, ...] = DEFAULT_SIZES
+    sizes: tuple[int, ...] | None = None       # None: sizes_for(world)
     collectives: tuple[str, ...] = library.PURLIN_SEVEN
     worlds: tuple[int, ...] | None = None      # None: the topology's (loopback: 2, 4, 8)
     atoms: tuple[str, ...] = ("sm", "switch")  # switch only where the switches reduce
@@ -65,6 +85,15 @@ class Search:
     rounds: int = 6           # ... for at most this many rounds
     merge: float = 0.01       # a band's pick is within this of each size's best
     top: int = 6              # rivals recorded per point
+    strikes: int = 2          # a family that lost by 2x at this many sizes in a row stops
+    budget_s: float | None = BUDGET_S   # CPU seconds of one core; None: no limit
+
+    def for_topology(self, topo: Topology) -> "Search":
+        """This search with the size grid of ``topo``'s largest world filled in."""
+        if self.sizes is not None:
+            return self
+        world = max(self.worlds or (LOOPBACK_WORLDS if topo.loopback else (topo.world,)))
+        return replace(self, sizes=sizes_for(world))
 
     def budget(self, topo: Topology) -> int:
         if self.cta_budget is not None:
@@ -75,6 +104,21 @@ class Search:
 
 
 QUICK = Search(structures=2, refine_from=2, rounds=1)
+
+
+class InProcess(Executor):
+    """Runs points in this process, one after the other (one worker: no pool to feed)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:   # noqa: BLE001 - handed to the caller through the future
+            f.set_exception(e)
+        return f
+
+    def map(self, fn, *iterables, timeout=None, chunksize=1):
+        return map(fn, *iterables)
 
 
 def calibration_digest(calibration: Any, topo: Topology) -> tuple[str, str]:
@@ -99,19 +143,20 @@ def evaluate(ref, world: int, name: str, size: int, policy: dict, calibration, b
     from purlin.sim.engine import simulate
     from purlin.snac import plan
     from purlin.snac.serialize import programs_digest
+    t0 = time.process_time()
     topo = _topo(ref, world)
     c = library.from_size(name, world, size, "fp32")
     try:
         s = plan(c, topo, policy, cta_budget=budget, check=False)
     except PurlinError as e:
-        return {"error": f"{type(e).__name__}: {e}"}
+        return {"error": f"{type(e).__name__}: {e}", "cpu_s": time.process_time() - t0}
     d = programs_digest(s)
     key = (d, size, name, topology_digest(topo), str(calibration))
     if key not in _SIMULATED:
         r = simulate(s, topo, calibration, record=False)
         _SIMULATED[key] = {"time_us": r.time_us, "programs_digest": d,
-                      "instructions": sum(len(p.instrs) for p in s.programs)}
-    return {**_SIMULATED[key], "policy": compact(s.policy)}
+                           "instructions": sum(len(p.instrs) for p in s.programs)}
+    return {**_SIMULATED[key], "policy": compact(s.policy), "cpu_s": time.process_time() - t0}
 
 
 def _evaluate(args):
@@ -215,15 +260,20 @@ class _Case:
 
 
 class _Runner:
-    """Runs batches of points on an executor, counting them per stage."""
+    """Runs batches of points on an executor, counting them (and their CPU seconds) per
+    stage; a stage given a limit stops when it has spent it."""
 
-    def __init__(self, ref, calibration, budget_of, executor: Executor, progress: bool):
+    def __init__(self, ref, calibration, budget_of, executor: Executor, progress: bool,
+                 batch: int = 16, lines: bool = True):
         self.ref, self.calibration, self.budget_of = ref, calibration, budget_of
-        self.executor, self.progress = executor, progress
+        self.executor, self.progress, self.batch, self.lines = executor, progress, batch, lines
         self.stages: dict[str, dict] = {}
+        self.spent = 0.0          # CPU seconds of all points so far
 
-    def run(self, stage: str, tasks: list[tuple[_Case, int, dict]]) -> None:
-        """Evaluate (case, size, policy) tasks not seen yet; store rows in the cases."""
+    def run(self, stage: str, tasks: list[tuple[_Case, int, dict]],
+            limit_s: float | None = None) -> int:
+        """Evaluate (case, size, policy) tasks not seen yet, in order, storing rows in the
+        cases, until ``limit_s`` CPU seconds are spent; returns how many were left out."""
         from tqdm import tqdm
         todo, seen = [], set()
         for case, size, pol in tasks:
@@ -232,22 +282,60 @@ class _Runner:
                 continue
             seen.add(key)
             todo.append((case, size, pol))
-        t0 = time.perf_counter()
-        args = [(self.ref, case.world, case.name, size, pol, self.calibration,
-                 self.budget_of(case.world)) for case, size, pol in todo]
+        t0, cpu0, done = time.perf_counter(), self.spent, 0
         with tqdm(total=len(todo), desc=stage, unit="pt", disable=not self.progress,
                   file=sys.stderr, leave=False) as bar:
-            for (case, size, pol), row in zip(todo, self.executor.map(_evaluate, args, chunksize=4)):
-                case.results[size][policy_key(pol)] = row
-                if "error" not in row:   # the policy as planned (a budget may shrink it)
-                    case.results[size].setdefault(policy_key(row["policy"]), row)
-                bar.update(1)
-        st = self.stages.setdefault(stage, {"points": 0, "wall_s": 0.0})
-        st["points"] += len(todo)
-        st["wall_s"] += time.perf_counter() - t0
-        if self.progress:
-            print(f"# {stage}: {len(todo)} points in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr)
+            while done < len(todo) and (limit_s is None or self.spent - cpu0 < limit_s):
+                part = todo[done:done + self.batch]
+                args = [(self.ref, case.world, case.name, size, pol, self.calibration,
+                         self.budget_of(case.world)) for case, size, pol in part]
+                for (case, size, pol), row in zip(part, self.executor.map(_evaluate, args, chunksize=1)):
+                    self.spent += row.pop("cpu_s", 0.0)
+                    case.results[size][policy_key(pol)] = row
+                    if "error" not in row:   # the policy as planned (a budget may shrink it)
+                        case.results[size].setdefault(policy_key(row["policy"]), row)
+                    bar.update(1)
+                done += len(part)
+        st = self.stages.setdefault(stage, {"points": 0, "wall_s": 0.0, "cpu_s": 0.0, "left_out": 0})
+        st["points"] += done
+        st["wall_s"] = round(st["wall_s"] + time.perf_counter() - t0, 2)
+        st["cpu_s"] = round(st["cpu_s"] + self.spent - cpu0, 2)
+        st["left_out"] += len(todo) - done
+        if self.lines and todo:
+            left = f", {len(todo) - done} left out (budget)" if done < len(todo) else ""
+            print(f"# {stage}: {done} points in {time.perf_counter() - t0:.1f} s "
+                  f"({self.spent - cpu0:.1f} CPU s){left}", file=sys.stderr, flush=True)
+        return len(todo) - done
+
+
+def _interleave(groups: list[list]) -> list:
+    """Round robin over ``groups``: every group's first item, then every second one..."""
+    out, k = [], 0
+    while any(k < len(g) for g in groups):
+        out += [g[k] for g in groups if k < len(g)]
+        k += 1
+    return out
+
+
+class _Budget:
+    """What each stage may spend of ``Search.budget_s`` (None: no limit)."""
+
+    def __init__(self, total: float | None, runner: _Runner):
+        self.total, self.runner = total, runner
+
+    def left(self, share: float = 1.0) -> float | None:
+        """``share`` of what is left after the midpoints' reserve."""
+        if self.total is None:
+            return None
+        return max(0.0, share * (self.total * (1 - MIDPOINT_RESERVE) - self.runner.spent))
+
+    def rest(self) -> float:
+        """What is left of the whole budget (the midpoints' reserve included)."""
+        return max(0.0, (self.total or 0.0) - self.runner.spent)
+
+    def tight(self) -> bool:
+        """Half the budget gone: stage 1 prunes harder."""
+        return self.total is not None and self.runner.spent > 0.5 * self.total
 
 
 def _structure(p: dict) -> tuple:
@@ -258,7 +346,7 @@ def _structure(p: dict) -> tuple:
 
 def search(topology: Topology | str, spec: Search = Search(), *, calibration: Any = None,
            executor: Executor | None = None, workers: int | None = None,
-           progress: bool = True, command: str | None = None) -> dict:
+           progress: bool = True, command: str | None = None, lines: bool = True) -> dict:
     """Search the planner's policies on the simulator and return a codesign table.
 
     Parameters
@@ -271,7 +359,10 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
     calibration : str or Calibration, optional
         Default: the topology's ``gpu_kind`` file.
     executor : concurrent.futures.Executor, optional
-        Runs the points; default a process pool of ``workers`` (all cores).
+        Runs the points; default a process pool of ``workers`` (all cores; 1: in this
+        process).
+    progress, lines : bool
+        tqdm bars per stage; one line per stage (points, seconds, what the budget left out).
 
     Returns
     -------
@@ -280,26 +371,32 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
     """
     t_start = time.perf_counter()
     base = resolve_topology(topology)
+    spec = spec.for_topology(base)
     worlds = spec.worlds or (LOOPBACK_WORLDS if base.loopback else (base.world,))
     ref = base.name if shipped_name(base) == base.name else base
     topos = {w: resolve_topology(ref if isinstance(ref, str) else base, w if base.loopback else None)
              for w in worlds}
     kind, cal_digest = calibration_digest(calibration, base)
     own = executor is None
+    n_workers = workers or os.cpu_count() or 1
     if own:
-        executor = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1)
-    runner = _Runner(ref, calibration, lambda w: spec.budget(topos[w]), executor, progress)
+        executor = InProcess() if n_workers == 1 else ProcessPoolExecutor(max_workers=n_workers)
+    runner = _Runner(ref, calibration, lambda w: spec.budget(topos[w]), executor, progress,
+                     batch=4 * n_workers, lines=lines)
+    budget = _Budget(spec.budget_s, runner)
     cases = [_Case(library.canonical(n), w) for w in worlds for n in spec.collectives]
     try:
-        _stage_structures(runner, cases, topos, spec)
-        _stage_grid(runner, cases, topos, spec)
-        _stage_refine(runner, cases, topos, spec)
+        _stage_structures(runner, cases, topos, spec, budget)
+        _stage_grid(runner, cases, topos, spec, budget)
+        _stage_refine(runner, cases, topos, spec, budget)
         out_worlds = {}
         for w in worlds:
             out_worlds[str(w)] = {"topology_digest": topology_digest(topos[w]),
                                   "cta_budget": spec.budget(topos[w]), "collectives": {}}
-        for case in cases:
-            run = lambda stage, tasks, case=case: runner.run(stage, [(case, s, p) for s, p in tasks])  # noqa: E731
+        for k, case in enumerate(cases):
+            def run(stage, tasks, limited=False, case=case, left=len(cases) - k):
+                limit = budget.rest() / left if limited and budget.total is not None else None
+                return runner.run(stage, [(case, s, p) for s, p in tasks], limit)
             out_worlds[str(case.world)]["collectives"][case.name] = make_bands(
                 case.name, case.world, case.results, spec.sizes, spec.merge, spec.top, run)
     finally:
@@ -313,8 +410,10 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
                         "worlds": list(worlds), "atoms": list(spec.atoms),
                         "prune": spec.prune, "structures": spec.structures,
                         "refine_from": spec.refine_from, "rounds": spec.rounds, "merge": spec.merge,
-                        "stages": runner.stages,
+                        "strikes": spec.strikes, "budget_s": spec.budget_s,
+                        "cpu_s": round(runner.spent, 1), "stages": runner.stages,
                         "points": sum(s["points"] for s in runner.stages.values()),
+                        "left_out": sum(s["left_out"] for s in runner.stages.values()),
                         "wall_s": round(time.perf_counter() - t_start, 1),
                         "cpus": os.cpu_count()},
              "worlds": out_worlds}
@@ -322,16 +421,25 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
     return table
 
 
-def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search) -> None:
-    """Stage 1, size by size upward so that a structure that lost by 2x at two sizes in
-    a row is not planned at the larger ones (where it would be slowest to plan)."""
+def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
+                      budget: _Budget) -> None:
+    """Stage 1, size by size upward so that a structure that lost by 2x at ``strikes``
+    sizes in a row is not planned at the larger ones (where it would be slowest to plan);
+    once half the budget is gone, only the families within ``prune`` of the best at the
+    previous size go on. At rack scale only the rank fence is tried here (stage 3
+    toggles it)."""
     strikes: dict[tuple, int] = {}
-    for size in spec.sizes:
+    ratio: dict[tuple, float] = {}      # family -> its best / the best, at the last size
+    for i, size in enumerate(spec.sizes):
         tasks = []
+        tight = budget.tight() and i > 0
         for case in cases:
             topo = topos[case.world]
             for s in structures(case.name, topo, spec.atoms):
-                if strikes.get((case.name, case.world, _structure(s)), 0) >= 2:
+                k = (case.name, case.world, _structure(s))
+                if strikes.get(k, 0) >= spec.strikes or (tight and ratio.get(k, math.inf) > spec.prune):
+                    continue
+                if spec.budget_s is not None and case.world > 16 and s["fence"] != "rank":
                     continue
                 try:
                     pol = filled(case.name, topo, size, spec.budget(topo), **s)
@@ -347,17 +455,22 @@ def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search) 
             by_structure: dict[tuple, float] = {}
             for r in rk:
                 by_structure.setdefault(_structure(r["policy"]), r["time_us"])
+            for k in [k for k in ratio if k[:2] == (case.name, case.world)]:
+                ratio[k] = math.inf          # not simulated at this size: not a leader
             for s, t in by_structure.items():
                 k = (case.name, case.world, s)
                 strikes[k] = strikes.get(k, 0) + 1 if t > 2 * best else 0
+                ratio[k] = t / best
 
 
-def _stage_grid(runner: _Runner, cases: list[_Case], topos, spec: Search) -> None:
-    """Stage 2: role splits for the best structures, then chunks for the best split."""
-    for part in ("roles", "chunks"):
-        tasks = []
+def _stage_grid(runner: _Runner, cases: list[_Case], topos, spec: Search,
+                budget: _Budget) -> None:
+    """Stage 2: role splits for the best structures, then chunks for the best split
+    (each with a share of the budget, round robin over the cases and sizes)."""
+    for part, share in (("roles", 0.35), ("chunks", 0.4)):
+        groups = []
         for case in cases:
-            topo, budget = topos[case.world], spec.budget(topos[case.world])
+            topo, ctas = topos[case.world], spec.budget(topos[case.world])
             for size, rows in case.results.items():
                 rk = ranked(rows)
                 if not rk:
@@ -368,13 +481,15 @@ def _stage_grid(runner: _Runner, cases: list[_Case], topos, spec: Search) -> Non
                     if r["time_us"] <= spec.prune * best and s not in picked and len(picked) < spec.structures:
                         picked[s] = r["policy"]
                 nbytes = nbytes_of(case.name, case.world, size)
+                tasks = []
                 for p in picked.values():
-                    vs = role_variants(p, budget) if part == "roles" else chunk_variants(p, nbytes)
+                    vs = role_variants(p, ctas) if part == "roles" else chunk_variants(p, nbytes)
                     if part == "chunks" and p["regime"] == "latency":   # and larger pushes
                         vs += [{**v, "push_nbytes": k * v["chunk_nbytes"]} for v in vs + [p]
                                for k in (2, 4, 8) if k * v["chunk_nbytes"] <= nbytes]
-                    tasks += [(case, size, v) for v in vs]
-        runner.run(f"grid {part}", tasks)
+                    tasks.append([(case, size, v) for v in vs])
+                groups.append(_interleave(tasks))
+        runner.run(f"grid {part}", _interleave(groups), budget.left(share))
 
 
 def _starts(rk: list[dict], spec: Search) -> list[dict]:
@@ -388,14 +503,16 @@ def _starts(rk: list[dict], spec: Search) -> list[dict]:
     return [r["policy"] for r in out]
 
 
-def _stage_refine(runner: _Runner, cases: list[_Case], topos, spec: Search) -> None:
+def _stage_refine(runner: _Runner, cases: list[_Case], topos, spec: Search,
+                  budget: _Budget) -> None:
     """Stage 3: coordinate descent from the best few (and the best of each leading
     structure), and each size's winner tried at its neighbouring sizes, until a round
-    finds nothing faster."""
+    finds nothing faster (or the budget is spent: each round gets half of what is left,
+    the last all of it; the neighbours' winners go first)."""
     for k in range(spec.rounds):
-        tasks, before = [], {}
+        groups, before = [], {}
         for case in cases:
-            budget = spec.budget(topos[case.world])
+            ctas = spec.budget(topos[case.world])
             sizes = sorted(case.results)
             for i, size in enumerate(sizes):
                 rk = ranked(case.results[size])
@@ -403,12 +520,15 @@ def _stage_refine(runner: _Runner, cases: list[_Case], topos, spec: Search) -> N
                     continue
                 before[(case.name, case.world, size)] = rk[0]["time_us"]
                 switch = "switch" in spec.atoms and _nvls(topos[case.world], case.name)
+                tasks = [(case, size, ranked(case.results[sizes[j]])[0]["policy"])
+                         for j in (i - 1, i + 1) if 0 <= j < len(sizes) and ranked(case.results[sizes[j]])]
                 for p in _starts(rk, spec):
-                    tasks += [(case, size, v) for v in neighbours(p, nbytes_of(case.name, case.world, size), budget, switch)]
-                for j in (i - 1, i + 1):
-                    if 0 <= j < len(sizes) and ranked(case.results[sizes[j]]):
-                        tasks.append((case, size, ranked(case.results[sizes[j]])[0]["policy"]))
-        runner.run(f"refine {k + 1}", tasks)
+                    tasks += [(case, size, v) for v in neighbours(p, nbytes_of(case.name, case.world, size), ctas, switch)]
+                groups.append(tasks)
+        if budget.left() == 0.0:
+            break
+        runner.run(f"refine {k + 1}", _interleave(groups),
+                   budget.left(1.0 if k == spec.rounds - 1 else 0.5))
         gained = sum(1 for case in cases for size in case.results
                      if ranked(case.results[size])
                      and ranked(case.results[size])[0]["time_us"] < before.get((case.name, case.world, size), 0) * (1 - 1e-9))

@@ -67,33 +67,48 @@ def _grid_picks(results: dict[int, dict], sizes: list[int], merge: float) -> lis
     return picks
 
 
+def _interleave_by_size(tasks: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
+    """Each midpoint's first rival, then each one's second, ... (so a budget that stops
+    early leaves every midpoint some)."""
+    by: dict[int, list] = {}
+    for t in tasks:
+        by.setdefault(t[0], []).append(t)
+    out, k = [], 0
+    while any(k < len(v) for v in by.values()):
+        out += [v[k] for v in by.values() if k < len(v)]
+        k += 1
+    return out
+
+
 def midpoint(a: int, b: int) -> int:
     """The size between grid sizes ``a`` and ``b`` that is checked too (0: none)."""
     m = int(round(math.sqrt(a * b) / 256)) * 256
     return m if a < m < b else 0
 
 
-Run = Callable[[str, list[tuple[int, dict]]], None]
+Run = Callable[..., int]   # run(stage, [(size, policy)...], limited=False): points left out
 
 
 def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int, ...],
                merge: float, top: int, run: Run) -> dict:
     """Bands and recorded points of one (world, collective) from ``results`` (size ->
-    policy key -> row). ``run(stage, [(size, policy)...])`` simulates more points into
-    ``results`` (the midpoints: both neighbours' picks and their three best rivals)."""
+    policy key -> row). ``run(stage, [(size, policy)...], limited)`` simulates more points
+    into ``results``: at the midpoints both neighbours' picks (always), then their three
+    best rivals (``limited``: as far as the search's budget goes)."""
     sizes = sorted(s for s in results if ranked(results[s]))
     if not sizes:
         raise PurlinError(f"codesign: no policy plans {name} at world {world}")
     picks = _grid_picks(results, sizes, merge)
-    mids, tasks = {}, []
+    mids, tasks, rivals = {}, [], []
     for i in range(len(sizes) - 1):
         m = midpoint(sizes[i], sizes[i + 1])
         if m:
             mids[m] = (picks[i], picks[i + 1])
             tasks += [(m, p) for p in (picks[i], picks[i + 1])]
             for s in (sizes[i], sizes[i + 1]):
-                tasks += [(m, r["policy"]) for r in ranked(results[s])[:3]]
+                rivals += [(m, r["policy"]) for r in ranked(results[s])[:3]]
     run(f"midpoints {name} W={world}", tasks)
+    run(f"midpoint rivals {name} W={world}", _interleave_by_size(rivals), limited=True)
     chosen = dict(zip(sizes, picks))
     for m, (low, high) in mids.items():
         rows, r = results.get(m, {}), ranked(results.get(m, {}))
