@@ -1,9 +1,10 @@
 """Regenerate every shipped topology's codesign table, one topology per process.
 
 Each topology runs ``purlin codesign NAME --workers 1`` in a process of its own with
-``OMP_NUM_THREADS=1`` (the search's budget is CPU seconds of one core, so a table does
-not depend on how many run beside it); ``--jobs`` of them run at once, the costliest
-first (rack-scale systems), so the wall time is about the longest one. Each table goes
+``OMP_NUM_THREADS=1`` (the search's budget is CPU seconds, so a table does not depend on
+how many run beside it); the widest systems get a few worker processes and the budget
+times that (``WORKERS``); the searches run at once up to ``--jobs`` processes, the
+costliest first (rack-scale systems), so the wall time is about the longest one. Each table goes
 to ``topologies/codesign/NAME.json``; each search's output to ``LOG_DIR/NAME.log``; the
 summary (per topology: exit status, wall seconds, CPU seconds, points, points left out
 by the budget) to ``LOG_DIR/summary.json`` and the terminal. CPU only; no GPU.
@@ -26,9 +27,14 @@ import sys
 import time
 from pathlib import Path
 
+from common import machine
+
 ROOT = Path(__file__).resolve().parents[1]
 # Costliest first, so the long searches start at once (world size is the cost's driver).
 ORDER = ("rubin-ultra-nvl576", "rubin-nvl144", "gb200-nvl72", "mesh-2d-16")
+# The widest systems get a pool of their own and the budget times its size, so they end
+# about when the others do (a point there costs 5-100 CPU seconds).
+WORKERS = {"rubin-ultra-nvl576": 4, "rubin-nvl144": 2}
 
 
 def topologies() -> list[str]:
@@ -38,10 +44,10 @@ def topologies() -> list[str]:
     return [n for n in ORDER if n in out] + [n for n in out if n not in ORDER]
 
 
-def start(name: str, budget_s: float, log_dir: Path, extra: list[str]) -> tuple:
+def start(name: str, budget_s: float, workers: int, log_dir: Path, extra: list[str]) -> tuple:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "purlin.cli", "codesign", name, "--workers", "1",
+    cmd = [sys.executable, "-m", "purlin.cli", "codesign", name, "--workers", str(workers),
            "--budget-s", f"{budget_s:g}", "--quiet", *extra]
     log = open(log_dir / f"{name}.log", "w")
     log.write("$ " + " ".join(cmd) + "\n")
@@ -63,7 +69,10 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma list of topologies (default: every shipped one)")
     ap.add_argument("--budget-s", type=float, default=480.0, help="each search's CPU budget (s)")
     ap.add_argument("--budget", action="append", default=[], metavar="NAME=SECONDS",
-                    help="another budget for one topology (repeat)")
+                    help="another budget for one topology (repeat; default: --budget-s x its workers)")
+    ap.add_argument("--workers", action="append", default=[], metavar="NAME=K",
+                    help="processes for one topology's search (repeat; default "
+                         + ", ".join(f"{k}={v}" for k, v in WORKERS.items()) + ", others 1)")
     ap.add_argument("--log-dir", default=str(ROOT / "benchmarks" / "results" / "codesign-logs"))
     ap.add_argument("extra", nargs="*", help="more arguments for purlin codesign (after --)")
     args = ap.parse_args(argv)
@@ -76,7 +85,13 @@ def main(argv=None) -> int:
         if unknown:
             ap.error(f"--only: not shipped topologies: {', '.join(unknown)} (shipped: {', '.join(names)})")
         names = [n for n in names if n in want]
-    budgets = {n: args.budget_s for n in names}
+    workers = {n: WORKERS.get(n, 1) for n in names}
+    for item in args.workers:
+        n, _, v = item.partition("=")
+        if n not in workers or not v.isdigit() or int(v) < 1:
+            ap.error(f"--workers {item}: give NAME=K (K >= 1) for a topology being run")
+        workers[n] = int(v)
+    budgets = {n: args.budget_s * workers[n] for n in names}
     for item in args.budget:
         n, _, v = item.partition("=")
         if n not in budgets or not v:
@@ -87,10 +102,13 @@ def main(argv=None) -> int:
     t0, queue, running, done = time.time(), list(names), {}, {}
     print(f"# {len(names)} topologies, {args.jobs} at once, logs in {log_dir}", flush=True)
     while queue or running:
-        while queue and len(running) < args.jobs:
+        busy = sum(workers[n] for n in running)
+        while queue and (not running or busy + workers[queue[0]] <= args.jobs):
             n = queue.pop(0)
-            running[n] = start(n, budgets[n], log_dir, args.extra)
-            print(f"# [{time.time() - t0:7.1f} s] started {n} (budget {budgets[n]:g} CPU s)", flush=True)
+            running[n] = start(n, budgets[n], workers[n], log_dir, args.extra)
+            busy += workers[n]
+            print(f"# [{time.time() - t0:7.1f} s] started {n} ({workers[n]} process(es), budget "
+                  f"{budgets[n]:g} CPU s)", flush=True)
         time.sleep(1.0)
         for n, (proc, log, t_start) in list(running.items()):
             if proc.poll() is None:
@@ -103,7 +121,7 @@ def main(argv=None) -> int:
                   f"{d.get('cpu_s')} CPU s, {d.get('points')} points, {d.get('left_out')} left out "
                   f"({len(done)}/{len(names)} done)", flush=True)
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join(sys.argv),
-              "cpus": os.cpu_count(), "jobs": args.jobs, "wall_s": round(time.time() - t0, 1),
+              "machine": machine(), "cpus": os.cpu_count(), "jobs": args.jobs, "wall_s": round(time.time() - t0, 1),
               "topologies": done}
     (log_dir / "summary.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     print(f"{'topology':<20} {'rc':>3} {'wall_s':>8} {'cpu_s':>8} {'points':>7} {'left_out':>8}")

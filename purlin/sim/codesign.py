@@ -425,16 +425,16 @@ def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
                       budget: _Budget) -> None:
     """Stage 1, size by size upward so that a structure that lost by 2x at ``strikes``
     sizes in a row is not planned at the larger ones (where it would be slowest to plan);
-    once half the budget is gone, only the families within ``prune`` of the best at the
-    previous size go on. At rack scale only the rank fence is tried here (stage 3
-    toggles it)."""
+    once half the budget is gone (at rack scale with a budget: from the second size on),
+    only the families within ``prune`` of the best at the previous size go on. At rack
+    scale only the rank fence is tried here (stage 3 toggles it)."""
     strikes: dict[tuple, int] = {}
     ratio: dict[tuple, float] = {}      # family -> its best / the best, at the last size
     for i, size in enumerate(spec.sizes):
         tasks = []
-        tight = budget.tight() and i > 0
         for case in cases:
             topo = topos[case.world]
+            tight = i > 0 and (budget.tight() or (spec.budget_s is not None and case.world > 16))
             for s in structures(case.name, topo, spec.atoms):
                 k = (case.name, case.world, _structure(s))
                 if strikes.get(k, 0) >= spec.strikes or (tight and ratio.get(k, math.inf) > spec.prune):

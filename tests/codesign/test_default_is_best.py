@@ -8,8 +8,8 @@ boundary was chosen), the pick's time, the best time of every candidate simulate
 and the best rivals. That the records are what the simulator says is shown by
 re-simulating a sample: in each world, the (pick, best rival) pair with the smallest
 margin and the pair at the middle size, each re-planned (the pick with no policy, so
-from the table) and simulated again (at rack scale only among sizes up to 64 KiB, where a
-point costs a second, not a minute). A topology whose table is not committed is skipped.
+from the table) and simulated again (at rack scale only among sizes up to 8 KiB, where a
+point costs seconds, not minutes). A topology whose table is not committed is skipped.
 """
 import pytest
 
@@ -45,7 +45,7 @@ def test_the_records_reproduce(name):
     by_world: dict[int, list] = {}
     for w, topo, cname, entry, coll in cases(t):
         for p in coll["points"]:
-            if p["rivals"] and p["size"] <= (16 << 20 if w <= 16 else 64 << 10):
+            if p["rivals"] and p["size"] <= (16 << 20 if w <= 16 else 8 << 10):
                 by_world.setdefault(w, []).append((topo, cname, entry, p))
     checked = 0
     for w, pts in by_world.items():

@@ -48,14 +48,16 @@ def test_table_is_fresh_against_the_topology_and_calibration_files(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_table_is_fresh_against_the_planner(name):
     """The planner fingerprint: each band's pick, re-planned at its probe size, is the
-    schedule the search simulated (same programs digest) and verifies; and planning with
+    schedule the search simulated (same programs digest) and verifies (on a box); and planning with
     no policy takes that band of that table."""
     t = table_of(name)
     assert t["planner"]["fingerprint"] == fingerprint(t)
     for w, topo, cname, entry, coll in cases(t):
         for k, band in enumerate(coll["bands"]):
             c = library.from_size(cname, w, band["probe"]["size"], "fp32")
-            s = plan(c, topo, band["policy"], cta_budget=entry["cta_budget"])   # verified
+            # verified on a box; at rack scale (10^5-10^6 instructions a plan) the digest
+            # alone says the planner is unchanged, and the verifier's own tests cover it
+            s = plan(c, topo, band["policy"], cta_budget=entry["cta_budget"], check=w <= 16)
             assert programs_digest(s) == band["probe"]["programs_digest"], (
                 f"{name} W={w} {cname} band {k}: the planner plans this pick differently now; "
                 f"run `{t['command']}`")
