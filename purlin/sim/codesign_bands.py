@@ -116,6 +116,7 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
             continue
         near = lambda p: rows.get(policy_key(p), {}).get("time_us", math.inf) <= (1 + merge) * r[0]["time_us"]  # noqa: E731
         chosen[m] = high if near(high) else low if near(low) else r[0]["policy"]
+    _repair(name, world, results, chosen, merge, run)
     points = sorted(chosen)
     runs: list[dict] = []
     for s in points:
@@ -144,6 +145,34 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
                          "rivals": [{"policy": x["policy"], "time_us": x["time_us"],
                                      "programs_digest": x["programs_digest"]} for x in rivals]})
     return {"bands": bands, "points": recorded}
+
+
+def _repair(name: str, world: int, results: dict, chosen: dict, merge: float, run: Run,
+            passes: int = 4) -> None:
+    """Where a larger size's pick is faster (by more than 1%) than a smaller size's, the
+    smaller size was under-searched: try the larger size's pick there, as it is and with
+    its chunk scaled to the smaller size (the same number of chunks), and keep the
+    faster, until no such pair is left or ``passes`` are done."""
+    def t(s):
+        return results[s][policy_key(chosen[s])]["time_us"]
+    for k in range(passes):
+        sizes = sorted(chosen)
+        tasks = []
+        for a, b in zip(sizes, sizes[1:]):
+            if t(b) < 0.99 * t(a):
+                p = chosen[b]
+                ch = max(16, p["chunk_nbytes"] * nbytes_of(name, world, a) // nbytes_of(name, world, b) // 16 * 16)
+                push = p.get("push_nbytes")
+                tasks += [(a, p), (a, {**p, "chunk_nbytes": ch,
+                                       "push_nbytes": push if push and push > ch and push % ch == 0 else None})]
+        if not tasks:
+            return
+        run(f"monotone {name} W={world} {k + 1}", tasks)
+        for a, pol in tasks:
+            rows, best = results[a], ranked(results[a])[0]
+            tried = rows.get(policy_key(pol))
+            if tried and "error" not in tried and tried["time_us"] < t(a):
+                chosen[a] = pol if tried["time_us"] <= (1 + merge) * best["time_us"] else best["policy"]
 
 
 def fingerprint(table: dict) -> str:
