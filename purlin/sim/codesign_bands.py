@@ -151,8 +151,8 @@ def _repair(name: str, world: int, results: dict, chosen: dict, merge: float, ru
             passes: int = 4) -> None:
     """Where a larger size's pick is faster (by more than 1%) than a smaller size's, the
     smaller size was under-searched: try the larger size's pick there, as it is and with
-    its chunk scaled to the smaller size (the same number of chunks), and keep the
-    faster, until no such pair is left or ``passes`` are done."""
+    its chunk scaled to the smaller size (the same number of chunks), each with either
+    fence, and keep the faster, until no such pair is left or ``passes`` are done."""
     def t(s):
         return results[s][policy_key(chosen[s])]["time_us"]
     for k in range(passes):
@@ -161,10 +161,15 @@ def _repair(name: str, world: int, results: dict, chosen: dict, merge: float, ru
         for a, b in zip(sizes, sizes[1:]):
             if t(b) < 0.99 * t(a):
                 p = chosen[b]
-                ch = max(16, p["chunk_nbytes"] * nbytes_of(name, world, a) // nbytes_of(name, world, b) // 16 * 16)
+                ch = max(16, round(p["chunk_nbytes"] * nbytes_of(name, world, a)
+                                   / nbytes_of(name, world, b) / 16) * 16)
                 push = p.get("push_nbytes")
-                tasks += [(a, p), (a, {**p, "chunk_nbytes": ch,
-                                       "push_nbytes": push if push and push > ch and push % ch == 0 else None})]
+                scaled = {**p, "chunk_nbytes": ch,
+                          "push_nbytes": push if push and push > ch and push % ch == 0 else None}
+                tasks += [(a, p), (a, scaled)]
+                if p["regime"] != "latency":   # and the other fence
+                    tasks += [(a, {**q, "fence": "cta" if q.get("fence", "rank") == "rank" else "rank"})
+                              for q in (p, scaled)]
         if not tasks:
             return
         run(f"monotone {name} W={world} {k + 1}", tasks)
