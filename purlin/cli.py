@@ -61,11 +61,28 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _plan_from_args(args: argparse.Namespace, check: bool):
     from purlin.snac import plan
+    from purlin.snac.planner import resolve
     from purlin.spec import library
     topo = _topology_from_args(args)
     c = library.from_size(args.collective, topo.world, parse_size(args.bytes), args.dtype,
                           args.op, args.root)
-    return plan(c, topo, parse_policy(args), args.ctas, check=check), topo
+    pol = parse_policy(args)
+    args.policy_source = resolve(c, topo, pol, args.ctas)[1]
+    return plan(c, topo, pol, args.ctas, check=check), topo
+
+
+def format_source(src: dict) -> str:
+    """One line: where the policy came from (``resolve``'s second value)."""
+    if src["source"] == "table":
+        lo, hi = src["band"]
+        band = f"({lo}, {hi}] B" if lo else f"<= {hi} B"
+        n = f" ({src['band_index'] + 1} of {src['bands']})" if "bands" in src else ""
+        shrunk = f"; CTAs shrunk to the budget {src['shrunk_to_budget']}" if "shrunk_to_budget" in src else ""
+        return f"# default from {src['table']}, world {src.get('world')}, band {band}{n}{shrunk}"
+    if src["source"] == "generic":
+        return f"# default from the generic rules (purlin.snac.policy): {src['why']}"
+    filled = ", ".join(src["auto_filled"]) or "nothing"
+    return f"# policy as given; the generic rules filled: {filled}"
 
 
 def _topology_from_args(args: argparse.Namespace):
@@ -84,7 +101,9 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
     from purlin.snac.serialize import to_dict
     sched, topo = _plan_from_args(args, check=True)
     summary = summarize(sched, topo)
+    summary["policy_source"] = args.policy_source
     print(format_summary(summary))
+    print(format_source(args.policy_source))
     if verify_only:
         print("# verified: every output byte written once with the right data, every Wait "
               "matched, no wait cycle, no early staging reuse, all offsets in bounds")
@@ -109,8 +128,65 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bytes", "-b", default="1M", help="nccl-tests size, e.g. 64K")
         _common(p)
     _add_sim_verbs(sub)
+    _add_codesign_verb(sub)
     _add_workload_verb(sub)
     return ap
+
+
+def _add_codesign_verb(sub) -> None:
+    p = sub.add_parser("codesign", help="search the planner's policies on the simulator and "
+                       "write the topology's codesign table (the default policy)")
+    p.add_argument("topology", help="a shipped topology name or a YAML path")
+    p.add_argument("--worlds", help="comma list of worlds (loopback default 2,4,8)")
+    p.add_argument("--collectives", help="comma list (default: the seven Purlin collectives)")
+    p.add_argument("--sizes", "-s", default=None,
+                   help=SIZES_HELP + " (default 1K:256M:4 up to 16 ranks, 1K:64M:16 up to "
+                        "144, 1K:32M:32 beyond)")
+    p.add_argument("--budget-s", type=float, default=480.0,
+                   help="CPU seconds of one core the search may spend, summed over its points "
+                        "(default 480; 0: no limit); later stages stop early to fit")
+    p.add_argument("--atoms", default="sm,switch",
+                   help="Atoms to try (switch only where the switches reduce)")
+    p.add_argument("--quick", action="store_true", help="a cheaper search (fewer starts, one round)")
+    p.add_argument("--ctas", type=int, default=None,
+                   help="CTA budget per rank (default 64; on one GPU its SMs / world)")
+    p.add_argument("--calibration", help="GPU kind or calibration JSON (default: the topology's)")
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--out", metavar="FILE",
+                   help="where to write the table (default, for a shipped topology: "
+                        "topologies/codesign/NAME.json)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (one line per stage still goes to stderr)")
+    p.set_defaults(func=cmd_codesign)
+
+
+def cmd_codesign(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+    from purlin.sim import codesign as cd
+    from purlin.topology import resolve_topology, shipped_name
+    topo = resolve_topology(args.topology)
+    if args.out is None and shipped_name(topo) is None:
+        raise PurlinError(f"purlin codesign {args.topology}: not a shipped topology, so there is "
+                          f"no default place for its table: pass --out FILE (then plan with "
+                          f"table=json.load(open(FILE)))")
+    if args.budget_s < 0:
+        raise PurlinError(f"--budget-s {args.budget_s}: give 0 (no limit) or a positive number "
+                          f"of CPU seconds")
+    spec = replace(cd.QUICK if args.quick else cd.Search(),
+                   sizes=tuple(parse_sizes(args.sizes)) if args.sizes else None,
+                   atoms=tuple(a for a in args.atoms.split(",") if a), cta_budget=args.ctas,
+                   budget_s=args.budget_s or None)
+    if args.worlds:
+        spec = replace(spec, worlds=tuple(int(w) for w in args.worlds.split(",")))
+    if args.collectives:
+        spec = replace(spec, collectives=tuple(x for x in args.collectives.split(",") if x))
+    command = "purlin " + " ".join(args.argv)
+    table = cd.search(topo, spec, calibration=args.calibration, workers=args.workers,
+                      progress=not args.quiet, command=command)
+    path = cd.write_table(table, args.out or cd.default_path(topo.name))
+    print("\n".join(cd.summary_lines(table)))
+    print(f"# wrote {path}")
+    return 0
 
 
 def _add_sim_verbs(sub) -> None:
@@ -254,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one line)."""
     ap = build_parser()
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if args.verb == "plan":
             return cmd_plan(args)

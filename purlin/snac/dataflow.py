@@ -307,40 +307,52 @@ def _deal(items: list, workers: int, align: int, chunk: int, least: int) -> Iter
 
 
 def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
-            align: int) -> tuple[list[Op], int]:
-    """Push packets that carry their own flag; consumers unpack (or reduce) locally."""
+            align: int, push: int | None = None) -> tuple[list[Op], int]:
+    """Push packets that carry their own flag; consumers unpack (or reduce) locally.
+
+    ``push``: bytes per PutPackets, a multiple of ``chunk`` (None: one chunk). Larger
+    pushes pay the per-instruction packet start less often and keep fewer CTAs pushing
+    (the pushers' polls crowd the readers less), while the consumers still split each
+    push into ``chunk`` pieces; a piece's read starts on the first packets of its push."""
     ops: list[Op] = []
     win = Packets(c.world)
+    step = push or chunk
 
-    def push(src: Ref, dst_rank: int, n: int, cta: int | None = None) -> Ref:
+    def put(src: Ref, dst_rank: int, n: int, cta: int | None = None) -> Ref:
         w = win.take(dst_rank, n)
         ops.append(Op(src.rank, ctas.pick(src.rank, "put") if cta is None else cta, "push",
                       "put", (src,), (w,), n))
         return w
 
+    def pieces(n: int) -> list[tuple[int, int]]:
+        return [(o, min(chunk, n - o)) for o in range(0, n, chunk)] if push else [(0, n)]
+
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk, c.world):
+        for g, off, n in _copy_items(gs, step, c.world):
             src = g.sources[0]
             for h in g.holders:
                 if h.rank == src.rank:
                     ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
                                   (_in(src, off),), (_out(h, off),), n))
-                else:
-                    w = push(_in(src, off), h.rank, n)
-                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy", (w,),
-                                  (_out(h, off),), n))
+                    continue
+                w = put(_in(src, off), h.rank, n)
+                for o, m in pieces(n):
+                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy",
+                                  (w + o,), (_out(h, off + o),), m))
         return ops, max(win.used)
-    for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
-        srcs = tuple(_in(s, off) if s.rank == owner.rank else push(_in(s, off), owner.rank, n)
-                     for s in g.sources)
-        cta = ctas.pick(owner.rank, "consumer")
-        ops.append(Op(owner.rank, cta, "reduce", "reduce", srcs, (_out(owner, off),), n))
-        if algorithm == "two_shot":
-            for h in g.holders:
-                if h.rank != owner.rank:
-                    w = push(_out(owner, off), h.rank, n, cta=cta)
-                    ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy", (w,),
-                                  (_out(h, off),), n))
+    for g, owner, off, n in _reduce_items(gs, step, algorithm, align):
+        wins = {s.rank: put(_in(s, off), owner.rank, n) for s in g.sources if s.rank != owner.rank}
+        for o, m in pieces(n):
+            srcs = tuple(_in(s, off + o) if s.rank == owner.rank else wins[s.rank] + o
+                         for s in g.sources)
+            cta = ctas.pick(owner.rank, "consumer")
+            ops.append(Op(owner.rank, cta, "reduce", "reduce", srcs, (_out(owner, off + o),), m))
+            if algorithm == "two_shot":
+                for h in g.holders:
+                    if h.rank != owner.rank:
+                        w = put(_out(owner, off + o), h.rank, m, cta=cta)
+                        ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy",
+                                      (w,), (_out(h, off + o),), m))
     return ops, max(win.used)
 
 

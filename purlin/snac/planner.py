@@ -1,7 +1,9 @@
 """plan(spec, topology, policy) -> Schedule: a pure function.
 
-Same inputs give a byte-identical Schedule (so plans cache under a hash). The policy's
-``auto`` fields are filled by the codesign table in :mod:`purlin.snac.policy`.
+Same inputs give a byte-identical Schedule (so plans cache under a hash). With no policy
+the default comes from the topology's codesign table (:mod:`purlin.snac.tables`); the
+``auto`` fields of a policy, and every case no table covers, are filled by the generic
+rules of :mod:`purlin.snac.policy`. :func:`resolve` also says which it was.
 """
 from __future__ import annotations
 
@@ -9,24 +11,59 @@ from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac.bind import topology_ref
 from purlin.snac.ir import Ref, Schedule
-from purlin.snac.policy import MIN_CHUNK, Policy, codesign, from_table
+from purlin.snac.policy import MIN_CHUNK, Policy, codesign, traits
+from purlin.snac.tables import lookup, shipped_lookup
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
-from purlin.topology import Topology, is_direct, is_fully_connected, resolve_topology, ring_order
+from purlin.topology import Topology, is_direct, resolve_topology, ring_order
+
+
+def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
+            cta_budget: int, table=None) -> tuple[Policy, dict]:
+    """The policy ``plan`` runs and where it came from.
+
+    No policy (or one with every field ``auto``): a given ``table`` (a codesign or sweep
+    table) if it covers the case, else the topology's shipped codesign table when the
+    topology is that shipped file unchanged, else the generic rules. A policy with some
+    fields set keeps them; the generic rules fill the rest.
+
+    Returns
+    -------
+    (Policy, dict)
+        The resolved policy and its source: ``{"source": "table", "table": file,
+        "world": W, "band": [lo, hi], ...}``, ``{"source": "generic", "why": ...}`` or
+        ``{"source": "policy", "auto_filled": [fields]}``.
+    """
+    if isinstance(policy, dict):
+        policy = Policy.from_dict(policy)
+    policy = (policy or Policy()).check()
+    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
+    if policy.is_auto():
+        hit = lookup(table, c.name, topology.name, c.world, nbytes) if table is not None else None
+        if hit is not None:
+            source = {**hit[1], "table": "given: " + str(hit[1].get("table"))}
+        else:
+            hit = shipped_lookup(topology, c.name, nbytes)
+            if isinstance(hit, dict):
+                source, hit = {"source": "generic", "why": hit["why"]}, None
+            else:
+                source = hit[1]
+        if hit is not None:
+            policy = hit[0]
+    else:
+        auto = [k for k in ("regime", "algorithm") if getattr(policy, k) == "auto"]
+        auto += [k for k in ("chunk_nbytes", "put_ctas", "consumer_ctas") if getattr(policy, k) is None]
+        source = {"source": "policy", "auto_filled": auto}
+    pol = codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, policy)
+    if source["source"] == "table" and (pol.put_ctas, pol.consumer_ctas) != (policy.put_ctas, policy.consumer_ctas):
+        source["shrunk_to_budget"] = cta_budget
+    return pol, source
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
                    cta_budget: int, table=None) -> Policy:
-    """Fill the policy's auto fields: from a sweep's table when one covers the case,
-    else from the codesign table."""
-    if isinstance(policy, dict):
-        policy = Policy.from_dict(policy)
-    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
-    if policy is None and table is not None:
-        policy = from_table(table, c.name, topology.name, nbytes)
-    policy = (policy or Policy()).check()
-    return codesign(c.name, c.world, nbytes, is_fully_connected(topology), cta_budget,
-                    c.is_reduce, policy, shared_memory=topology.loopback)
+    """The policy ``plan`` runs (:func:`resolve` without its source)."""
+    return resolve(c, topology, policy, cta_budget, table)[0]
 
 
 def plan(collective: Collective, topology: Topology | str | None = None,
@@ -34,8 +71,9 @@ def plan(collective: Collective, topology: Topology | str | None = None,
          check: bool = True, table=None) -> Schedule:
     """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
     per rank. The schedule is verified before it is returned (``check=False`` skips it).
-    ``table``: a sweep's best-policy table (:func:`purlin.sim.best_policy_table`), used
-    when no ``policy`` is given.
+    ``table``: a codesign table (:func:`purlin.sim.codesign.search`) or a sweep's
+    best-policy table (:func:`purlin.sim.best_policy_table`), used when no ``policy`` is
+    given, before the topology's shipped table (see :func:`resolve`).
 
     Examples
     --------
@@ -79,9 +117,9 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align, spread=topo.loopback,
                         least=min(chunk, MIN_CHUNK))
     else:
-        ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align)
+        ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align, pol.push_nbytes)
     ops, staging = _compact_staging(ops)
-    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom)
+    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence)
     sched = Schedule(c, synced.programs, staging, packets, synced.num_signals,
                      synced.epoch_stride, topology=topology_ref(topo),
                      reduction="any" if pol.algorithm == "ring" and c.is_reduce else "rank",

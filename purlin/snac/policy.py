@@ -1,13 +1,19 @@
-"""Policies (the codesign knobs) and the default table that picks one.
+"""Policies (the codesign knobs) and the generic rules that fill a policy's ``auto`` fields.
 
-The table is the one readable place where size and world choose regime, algorithm,
-chunk and CTA counts. Numbers are Purlin's published defaults
-(docs/sources.md#purlins-defaults); ``codesign`` logs its pick at debug level. A sweep
-can replace the table per topology (``Policy.from_table``).
+Where a default comes from is :mod:`purlin.snac.tables`: a shipped topology has a codesign
+table (``topologies/codesign/<name>.json``, made on the simulator by ``purlin codesign``)
+that names the policy per collective, world and size band. The rules here fill what no
+table gives (a topology of your own, a collective outside the table, the fields a caller
+left ``auto``). They read the topology through :class:`Traits` (link bandwidth and
+latency, the per-SM NVLink rate, whether ranks share a GPU) and hold no GPU's numbers.
+The rules start from Purlin's published defaults (docs/sources.md#purlins-defaults);
+``codesign`` logs its pick at debug level. A sweep can replace the table per topology
+(``Policy.from_table``).
 """
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
@@ -17,7 +23,11 @@ log = logging.getLogger("purlin.codesign")
 
 REGIMES = ("latency", "throughput", "direct")
 ALGORITHMS = ("one_shot", "two_shot", "ring")
+ATOMS = ("sm", "tma", "ce", "switch")
+FENCES = ("rank", "cta")
 KiB, MiB = 1 << 10, 1 << 20
+# Options added after schedules were first recorded, with the value that plans as before.
+LATER_OPTIONS = {"fence": "rank", "push_nbytes": None}
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,12 @@ class Policy:
     atom: datapath for Copy/Reduce: ``sm``, ``tma``, ``ce`` or ``switch``.
     staging_nbytes: per half; larger payloads cycle through slots with drain signals.
     align: Atom access width in bytes (16; 32 on Blackwell).
+    fence: who waits at call end for the peers that touched a rank's memory: ``rank``
+        (one CTA per rank waits for every touching CTA) or ``cta`` (CTA c waits for
+        the CTAs c of its peers only: a CTA checks one signal per peer, not one per
+        peer CTA). See :mod:`purlin.snac.sync`.
+    push_nbytes: latency regime: bytes per packet push, a multiple of ``chunk_nbytes``
+        that consumers split into chunks (None: one push per chunk).
     """
 
     regime: str = "auto"
@@ -47,6 +63,8 @@ class Policy:
     atom: str = "sm"
     staging_nbytes: int = 256 * MiB
     align: int = 16
+    fence: str = "rank"
+    push_nbytes: int | None = None
 
     def check(self) -> "Policy":
         """The policy itself if every field is valid; PlanError naming the field otherwise."""
@@ -55,7 +73,12 @@ class Policy:
         if self.algorithm not in ALGORITHMS + ("auto",):
             raise PlanError(f"policy.algorithm {self.algorithm!r}: choose one of "
                             f"{', '.join(ALGORITHMS)} or auto")
-        for name in ("chunk_nbytes", "put_ctas", "consumer_ctas", "staging_nbytes", "align"):
+        if self.atom not in ATOMS:
+            raise PlanError(f"policy.atom {self.atom!r}: choose one of {', '.join(ATOMS)}")
+        if self.fence not in FENCES:
+            raise PlanError(f"policy.fence {self.fence!r}: choose one of {', '.join(FENCES)}")
+        for name in ("chunk_nbytes", "put_ctas", "consumer_ctas", "staging_nbytes", "align",
+                     "push_nbytes"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise PlanError(f"policy.{name} must be >= 1, got {getattr(self, name)}")
         if self.chunk_nbytes is None:
@@ -63,16 +86,26 @@ class Policy:
         if self.chunk_nbytes % self.align:
             raise PlanError(f"policy.chunk_nbytes {self.chunk_nbytes} is not a multiple of "
                             f"align {self.align}")
+        if self.push_nbytes is not None and self.push_nbytes % self.chunk_nbytes:
+            raise PlanError(f"policy.push_nbytes {self.push_nbytes} is not a multiple of "
+                            f"chunk_nbytes {self.chunk_nbytes}")
         if self.staging_nbytes < 2 * self.chunk_nbytes:
             raise PlanError(f"policy.staging_nbytes {self.staging_nbytes} must hold at least "
                             f"two chunks of {self.chunk_nbytes} B")
-        if self.atom not in ("sm", "tma", "ce", "switch"):
-            raise PlanError(f"policy.atom {self.atom!r}: choose sm, tma, ce or switch")
         return self
 
+    def is_auto(self) -> bool:
+        """True if the caller chose nothing (every field at its default)."""
+        return self == Policy()
+
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain data (what ``Schedule.policy`` records)."""
-        return asdict(self)
+        """Every field, but the later options at their defaults (so a policy that does
+        not use them serialises, and hashes, as it did before they existed)."""
+        d = asdict(self)
+        for name, default in LATER_OPTIONS.items():
+            if d[name] == default:
+                del d[name]
+        return d
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
@@ -96,110 +129,148 @@ class Policy:
 
 
 def from_table(tables, collective: str, topology: str, nbytes: int) -> Policy | None:
-    """The policy a sweep found best for this size band (``best_policy_table`` output:
-    ``{"topology", "collective", "bands": [{"max_nbytes", "policy"}]}``, or a list of them).
-    None when no table covers the case."""
-    for t in [tables] if isinstance(tables, Mapping) else list(tables or ()):
-        if t.get("collective") != collective or t.get("topology") not in (topology, None):
-            continue
-        for band in sorted(t["bands"], key=lambda b: b["max_nbytes"]):
-            if nbytes <= band["max_nbytes"]:
-                return Policy.from_dict(band["policy"])
-        if t["bands"]:
-            return Policy.from_dict(max(t["bands"], key=lambda b: b["max_nbytes"])["policy"])
-    return None
+    """The policy a sweep table (``best_policy_table`` output, or a list of them) gives
+    for this size; None when none covers the case. See :func:`purlin.snac.tables.lookup`,
+    which also reads codesign tables."""
+    from purlin.snac.tables import lookup
+    hit = lookup(tables, collective, topology, None, nbytes)
+    return hit[0] if hit else None
 
 
-# ---- the codesign table -----------------------------------------------------------
-# Latency-regime thresholds for AllReduce by world (Purlin: 512 KiB at W=2, 256 KiB at
-# W=4, 128 KiB at W=8 and beyond); other collectives switch to throughput at 64 KiB per
-# rank (Purlin moves AllGather to throughput from 1-64 KiB on A100/H100).
-LATENCY_MAX_ALLREDUCE = ((2, 512 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB))
-LATENCY_MAX_OTHER = 64 * KiB
-# Ranks sharing one GPU's memory (loopback topologies) leave the latency regime much
-# earlier: packets double the bytes and run at a few GB/s per CTA, while the direct regime
-# only reads. Measured crossover on one H200 (benchmarks/gpu_diagnose.py, crossover part,
-# h200-diagnose.json: each of the seven at W = 2, 4, 8 in both regimes), largest buffer
-# per rank, by world; the last entry covers larger worlds. Collectives not named here use
-# the tables above.
-LATENCY_MAX_SHARED = {
-    "all_reduce": ((2, 128 * KiB), (4, 64 * KiB), (1 << 30, 8 * KiB)),
-    "all_gather": ((2, 128 * KiB), (4, 256 * KiB), (1 << 30, 128 * KiB)),
-    "reduce_scatter": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 128 * KiB)),
-    "all_to_all": ((2, 128 * KiB), (4, 128 * KiB), (1 << 30, 64 * KiB)),
-    "all_gather_v": ((2, 256 * KiB), (4, 128 * KiB), (1 << 30, 0)),
-    "reduce_scatter_v": ((2, 256 * KiB), (4, 256 * KiB), (1 << 30, 256 * KiB)),
-    "all_to_all_v": ((2, 192 * KiB), (4, 384 * KiB), (1 << 30, 192 * KiB)),
-}
-# On shared memory a direct AllReduce up to this size reduces one-shot (every rank reads
-# every input once; two-shot's extra handshake costs more than the saved reads).
-DIRECT_ONE_SHOT_MAX_SHARED = 128 * KiB
-# Chunk by per-rank payload: small chunks pipeline short messages; 1 MiB matches the
-# NVLink bandwidth-delay product (Purlin), and the simulator found 4 MiB slower
-# (slot reuse stalls in two-shot AllReduce and ReduceScatter); past 512 MiB per rank 2 MiB
-# costs ~3% of busbw in the model and halves the instructions to plan and simulate.
-CHUNK_BY_SIZE = ((8 * MiB, 512 * KiB), (512 * MiB, 1 * MiB), (1 << 62, 2 * MiB))
-MIN_CHUNK = 16 * KiB
-# Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds.
-LATENCY_CHUNK = (1 * KiB, 64 * KiB)
-# CTAs per role by regime: (put, consumer). Purlin: 16-32 put, 16-32 consumer, <= 64.
-# 28 consumers split evenly over 7 peers at W=8 (the simulator showed uneven splits crowd
-# one source's link).
-CTAS = {"latency": (8, 16), "throughput": (16, 28), "direct": (16, 16)}
-# Across GPUs a direct copy or reduce is bound by each CTA's NVLink rate, so the direct
-# regime takes as many CTAs as the budget allows, and past the latency regime it is the
-# default on fully connected boxes. Measured on 2 H200s over NVLink
-# (h200x2-collectives.json against h200x2-collectives-direct64.json, each beside NCCL):
-# AllReduce 64 MiB ran at 0.34x NCCL staged (throughput, 16 + 28 CTAs), 0.54x direct with
-# 16 + 16, 0.98x direct with 64 + 64; the simulator, uncalibrated for NVLink, ranks them
-# the same way at W=8 on hgx-h200-8.
-CTAS_DIRECT_ACROSS_GPUS = (64, 64)
+# ---- what the generic rules read from a topology ------------------------------------
+
+@dataclass(frozen=True)
+class Traits:
+    """The few numbers of a topology the generic rules use.
+
+    world: ranks. link_gbps: what one GPU sends per direction to the others, GB/s (the
+    sum of its links; ranks sharing one GPU: its HBM bandwidth over the ranks).
+    rtt_us: a round trip between two ranks (twice the path latency, links and switches,
+    to rank 0's farthest direct peer; 0 on one GPU, where the topology states none).
+    per_sm_gbps: one SM's NVLink read rate. fully_connected: every pair is direct.
+    shared_memory: the ranks share one GPU (a loopback topology).
+    """
+
+    world: int
+    link_gbps: float
+    rtt_us: float
+    per_sm_gbps: float
+    fully_connected: bool = True
+    shared_memory: bool = False
+
+    @property
+    def bdp_nbytes(self) -> float:
+        """Bandwidth-delay product: bytes a rank's links carry in one round trip."""
+        return self.link_gbps * 1e3 * self.rtt_us
+
+    @property
+    def reader_floor(self) -> int:
+        """CTAs that keep a rank's links busy: ceil(0.8 x link bandwidth / per-SM rate)
+        (Purlin's reader-floor rule), at least 1."""
+        return max(1, math.ceil(0.8 * self.link_gbps / max(self.per_sm_gbps, 1e-9)))
 
 
-def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
-             cta_budget: int = 64, is_reduce: bool = False, base: Policy | None = None,
-             shared_memory: bool = False) -> Policy:
-    """Pick a policy for a collective of ``nbytes`` per rank (largest buffer) and world.
-
-    Only the fields left ``auto`` in ``base`` are chosen. Past the latency regime a fully
-    connected world takes the zero-copy direct regime (staging is an extra copy, and on
-    NVLink the CTA count, not the staging, set the pace); a ring otherwise.
-    ``shared_memory``: the ranks share one GPU's memory (a loopback topology), with its own
-    measured latency thresholds.
+def traits(topology) -> Traits:
+    """Read :class:`Traits` off a Topology.
 
     Examples
     --------
-    >>> codesign("all_reduce", 8, 64 << 10, is_reduce=True).regime
+    >>> from purlin.topology import minimal
+    >>> t = traits(minimal(4))
+    >>> t.link_gbps, t.rtt_us, t.reader_floor
+    (100.0, 1.0, 8)
+    """
+    from purlin.topology import direct_peers, is_fully_connected, path_latency_us
+    gpu = topology.gpu_of(0)
+    if topology.loopback:
+        return Traits(topology.world, gpu.hbm_bandwidth_gbps / max(1, topology.world), 0.0,
+                      gpu.nvlink_per_sm_gbps, True, True)
+    out = sum(ln.bandwidth_gbps for ln in topology.links if ln.src == gpu.name)
+    peers = direct_peers(topology, 0)
+    rtt = 2 * max((path_latency_us(topology, 0, q) for q in peers), default=0.0)
+    return Traits(topology.world, out, rtt, gpu.nvlink_per_sm_gbps,
+                  is_fully_connected(topology), False)
+
+
+# ---- the generic rules ---------------------------------------------------------------
+# Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds
+# (a packet window's smallest useful piece, and the most one CTA unpacks at once).
+LATENCY_CHUNK = (1 * KiB, 64 * KiB)
+# Smallest staged or direct chunk: below it an instruction costs more than it moves.
+MIN_CHUNK = 16 * KiB
+# At most this many chunks per rank: bounds the instructions to plan and simulate.
+MAX_CHUNKS = 512
+
+
+def latency_max_nbytes(name: str, world: int, t: Traits, is_reduce: bool) -> float:
+    """Largest per-rank buffer for the latency regime: packets carry a flag byte per data
+    byte, so they pay while those extra bytes take less time on a rank's links than the
+    two handshakes (call start and end, each at least a round trip) that the direct and
+    throughput regimes add. One-shot AllReduce sends its whole buffer to W - 1 peers;
+    other collectives send about (W - 1) / W of it."""
+    if world < 2 or not t.fully_connected:
+        return 0.0
+    per_byte = (world - 1) if is_reduce and name.startswith("all_reduce") else (world - 1) / world
+    return 2 * t.bdp_nbytes / per_byte
+
+
+def _roles(regime: str, t: Traits, cta_budget: int) -> tuple[int, int]:
+    """CTAs per role (put, consumer). Latency: the reader floor pushes, twice that
+    unpacks; throughput: twice the floor stages and the consumers, split evenly over the
+    W - 1 peers, pull at four times it; direct: the whole budget (a zero-copy move is
+    bound by each CTA's rate, and only one role works)."""
+    f = t.reader_floor
+    if regime == "latency":
+        return f, 2 * f
+    if regime == "throughput":
+        peers = max(1, t.world - 1)
+        return 2 * f, -(-4 * f // peers) * peers
+    return cta_budget, cta_budget
+
+
+def _chunk_max(nbytes: int, t: Traits) -> int:
+    """The largest staged or direct chunk: about one bandwidth-delay product in flight
+    (a power of two), more only to keep within MAX_CHUNKS chunks."""
+    bdp = 1 << max(0, math.ceil(math.log2(max(1.0, t.bdp_nbytes))))
+    bound = 1 << max(0, math.ceil(math.log2(max(1, -(-nbytes // MAX_CHUNKS)))))
+    return max(MIN_CHUNK, bdp, bound)
+
+
+def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64,
+             is_reduce: bool = False, base: Policy | None = None) -> Policy:
+    """Fill the ``auto`` fields of ``base`` for a collective of ``nbytes`` per rank
+    (largest buffer) on a topology with traits ``t``: the generic rules.
+
+    Past the latency regime a fully connected world takes the zero-copy direct regime
+    (staging is an extra copy, and the CTA count, not the staging, sets the pace) with
+    the end fence spread over the CTAs; a ring otherwise. Role CTAs beyond
+    ``cta_budget`` are shrunk, the larger role first.
+
+    Examples
+    --------
+    >>> from purlin.topology import minimal
+    >>> t = traits(minimal(8))
+    >>> codesign("all_reduce", 8, 16 << 10, t, is_reduce=True).regime
     'latency'
-    >>> codesign("all_reduce", 8, 1 << 30, is_reduce=True).algorithm
-    'two_shot'
-    >>> codesign("all_gather", 8, 1 << 30, shared_memory=True).regime
-    'direct'
-    >>> codesign("all_reduce", 8, 64 << 10, is_reduce=True, shared_memory=True).regime
-    'direct'
+    >>> p = codesign("all_reduce", 8, 1 << 30, t, is_reduce=True)
+    >>> p.regime, p.algorithm, p.put_ctas + p.consumer_ctas
+    ('direct', 'two_shot', 64)
     """
     base = base or Policy()
     regime, algorithm = base.regime, base.algorithm
     if regime == "auto":
-        if shared_memory and name in LATENCY_MAX_SHARED:
-            limit = next(v for w, v in LATENCY_MAX_SHARED[name] if world <= w)
-        elif name.startswith("all_reduce"):
-            limit = next(v for w, v in LATENCY_MAX_ALLREDUCE if world <= w)
-        else:
-            limit = LATENCY_MAX_OTHER
-        bulk = "direct" if fully_connected else "throughput"
-        regime = "latency" if nbytes <= limit and fully_connected else bulk
+        bulk = "direct" if t.fully_connected else "throughput"
+        regime = "latency" if nbytes <= latency_max_nbytes(name, world, t, is_reduce) else bulk
     if algorithm == "auto":
-        if not fully_connected:
+        if not t.fully_connected:
             algorithm = "ring"
-        elif is_reduce and regime != "latency" and not (
-                shared_memory and regime == "direct" and nbytes <= DIRECT_ONE_SHOT_MAX_SHARED):
+        elif is_reduce and regime != "latency":
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"
-    ctas = CTAS_DIRECT_ACROSS_GPUS if regime == "direct" and not shared_memory else CTAS[regime]
-    put = base.put_ctas or ctas[0]
-    cons = base.consumer_ctas or ctas[1]
+    put_default, cons_default = _roles(regime, t, cta_budget)
+    put = base.put_ctas or put_default
+    cons = base.consumer_ctas or cons_default
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
     # among its reducers), within the bounds of the regime.
     if is_reduce and algorithm == "two_shot":
@@ -209,17 +280,18 @@ def codesign(name: str, world: int, nbytes: int, fully_connected: bool = True,
     else:
         ways = cons
     share = -(-nbytes // ways // base.align) * base.align
-    if regime == "latency":
-        lo, hi = LATENCY_CHUNK
-    else:
-        lo, hi = MIN_CHUNK, next(c for limit, c in CHUNK_BY_SIZE if nbytes <= limit)
+    lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
     chunk = base.chunk_nbytes or min(max(lo, share), hi)
+    chunk = -(-chunk // base.align) * base.align
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
         if put >= cons:
             put = max(1, put // 2)
         else:
             cons = max(1, cons // 2)
+    fence = base.fence
+    if base.is_auto() and regime == "direct":
+        fence = "cta"
     pol = replace(base, regime=regime, algorithm=algorithm, chunk_nbytes=chunk,
-                  put_ctas=put, consumer_ctas=cons).check()
-    log.debug("codesign %s W=%d %d B -> %s", name, world, nbytes, pol)
+                  put_ctas=put, consumer_ctas=cons, fence=fence).check()
+    log.debug("codesign (generic rules) %s W=%d %d B -> %s", name, world, nbytes, pol)
     return pol

@@ -14,7 +14,10 @@ Dependencies found:
   buffer is ready);
 - fences at call end: the owner of memory another rank touched waits until that rank is
   done, when its user buffer was touched or when nothing else in the call orders the two
-  (so the next-but-one call may reuse the staging half).
+  (so the next-but-one call may reuse the staging half). With ``fence="rank"`` one CTA
+  of the owner (CTA 0) waits for every touching CTA; with ``fence="cta"`` CTA c of the
+  owner waits for the CTAs c of its peers only, so no CTA checks more than one signal per
+  peer (the call ends when every CTA has, so the owner still outlasts every touch).
 """
 from __future__ import annotations
 
@@ -49,11 +52,30 @@ class Synced:
     epoch_stride: int
 
 
-def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) -> Synced:
-    """Build programs with signals from ``ops`` in logical order. Pure."""
+FENCES = ("rank", "cta")
+
+
+def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
+                fence: str = "rank") -> Synced:
+    """Build programs with signals from ``ops`` in logical order. Pure. ``fence``: which
+    CTAs of an owner wait at call end for the peers that touched its memory (see the
+    module docstring)."""
+    if fence not in FENCES:
+        raise PlanError(f"policy.fence {fence!r}: choose one of {', '.join(FENCES)}")
     n = len(ops)
     start = [n + r for r in range(world)]          # virtual op ids: call start per rank
-    end = [n + world + r for r in range(world)]    # and call end per rank
+    end = [n + world + r for r in range(world)]    # and call end per rank (on CTA 0)
+    # (rank, cta) of every op, then of the virtual ones (fence="cta" adds ends later)
+    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
+    spread: dict[tuple[int, int], int] = {}        # fence="cta": (owner, cta) -> end op
+
+    def end_of(owner: int, cta: int) -> int:
+        if fence != "cta" or cta == 0:
+            return end[owner]
+        if (owner, cta) not in spread:
+            spread[(owner, cta)] = len(where)
+            where.append((owner, cta))
+        return spread[(owner, cta)]
     deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
     pdeps: defaultdict[int, list[tuple[Ref, int, int]]] = defaultdict(list)  # packet waits
     writers: dict[tuple[int, str], IntervalMap] = {}
@@ -61,7 +83,6 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
     gens: dict[int, int] = {}
     last_touch: dict[tuple[int, int, int], tuple[int, bool]] = {}
     orders: set[tuple[int, int]] = set()  # (from rank, to rank) with a dependency
-    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
     rank_of = [w[0] for w in where]
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
     # when remote (no writer, and no later write to order after it)
@@ -139,12 +160,12 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
     for (rank, cta, owner), (i, user) in last_touch.items():
         if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
-            deps[end[owner]].add(i)
+            deps[end_of(owner, cta)].add(i)
     for (writer, reader, cta), i in remote_fill.items():
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
-            deps[end[writer]].add(i)
-
-    return _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where)
+            deps[end_of(writer, cta)].add(i)
+    ends = end + [spread[k] for k in sorted(spread)]
+    return _emit(ops, world, deps, pdeps, gens, start, ends, dtype, op_name, atom, where)
 
 
 def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:

@@ -15,6 +15,7 @@ from purlin.topology import load_topology, with_overrides
 H100 = load_topology("hgx-h100-8")
 H100_2X = with_overrides(H100, link_bandwidth_scale=2)
 BIG = Policy(regime="throughput", consumer_ctas=28, chunk_nbytes=1 << 20)
+SMALL = Policy(regime="latency", put_ctas=8, consumer_ctas=16, chunk_nbytes=1024)   # one policy on both
 EFFECTIVE_LINK_GBPS = H100.link("gpu0->nvswitch").bandwidth_gbps   # 370, from the YAML
 
 
@@ -44,7 +45,7 @@ def test_time_flat_at_small_sizes():
 def test_double_link_bandwidth_halves_large_and_keeps_small():
     big = _time(1 << 30, policy=BIG).time_us / _time(1 << 30, H100_2X, policy=BIG).time_us
     assert big == pytest.approx(2.0, rel=0.1)
-    small = _time(1 << 12).time_us / _time(1 << 12, H100_2X).time_us
+    small = _time(1 << 12, policy=SMALL).time_us / _time(1 << 12, H100_2X, policy=SMALL).time_us
     assert small == pytest.approx(1.0, abs=0.05)
 
 

@@ -1,16 +1,26 @@
 """Structural tests: plans checked without running them."""
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from purlin.snac import Copy, Notify, Policy, PutPackets, Reduce, Wait, plan
-from purlin.snac.policy import codesign
+from purlin.snac.policy import codesign, latency_max_nbytes, traits
 from purlin.snac.report import summarize
 from purlin.snac.serialize import digest, from_json, to_json
 from purlin.snac.verify import verify
 from purlin.spec import library
-from purlin.topology import load_topology, minimal
+from purlin.topology import load_topology, minimal, with_overrides
+
+
+def multi_gpu_box(n):
+    """hgx-h200-8 with n of its GPUs (a what-if topology)."""
+    import yaml
+    from purlin.topology import data_root, parse_topology
+    data = yaml.safe_load(data_root().joinpath("hgx-h200-8.yaml").read_text())
+    data["gpus"], data["name"] = n, f"hgx-h200-{n}of8"
+    return parse_topology(data)
 
 
 def ops(s, kind):
@@ -99,39 +109,63 @@ def test_golden_schedule_unchanged():
     """A small plan kept as JSON; a diff here means the planner's output changed."""
     import pathlib
     golden = pathlib.Path(__file__).parent.parent / "data" / "allgather-w3-throughput.json"
-    s = plan(library.all_gather(3, 64), policy=Policy(regime="throughput", chunk_nbytes=32))
+    s = plan(library.all_gather(3, 64), policy=Policy(regime="throughput", chunk_nbytes=32,
+                                                     put_ctas=16, consumer_ctas=28))
     assert json.loads(to_json(s)) == json.loads(golden.read_text())
 
 
-def test_codesign_table():
-    assert codesign("all_reduce", 2, 512 << 10, is_reduce=True).regime == "latency"
-    big = codesign("all_reduce", 8, 256 << 10, is_reduce=True)
-    assert (big.regime, big.algorithm) == ("direct", "two_shot")        # across GPUs: direct
-    wide = codesign("all_reduce", 2, 64 << 20, is_reduce=True, cta_budget=132)
-    assert (wide.put_ctas, wide.consumer_ctas) == (64, 64)               # ...with 64 CTAs a role
-    assert (big.put_ctas, big.consumer_ctas) == (32, 32)                 # within the budget (64)
-    assert codesign("all_gather", 16, 1 << 20, fully_connected=False).regime == "throughput"
-    assert codesign("all_gather", 8, 1 << 30).chunk_nbytes == 2 << 20
-    assert codesign("all_gather", 8, 64 << 20).chunk_nbytes == 1 << 20
-    assert codesign("all_gather", 16, 1 << 20, fully_connected=False).algorithm == "ring"
+def test_generic_rules_read_the_topology():
+    """Without a table the rules read the topology: the latency regime while packets'
+    flag bytes take less link time than two round trips (doubling the bandwidth doubles
+    the threshold), Purlin's reader floor for CTAs, the whole budget for direct, a chunk
+    of one bandwidth-delay product."""
+    h200 = load_topology("hgx-h200-8")
+    t = traits(h200)
+    assert (t.link_gbps, round(t.rtt_us, 6), t.reader_floor) == (370.0, 0.9, 7)   # ceil(0.8 x 370 / 46)
+    lat = latency_max_nbytes("all_reduce", 8, t, True)
+    assert lat == pytest.approx(2 * 370e3 * 0.9 / 7)                               # 95 KB
+    assert latency_max_nbytes("all_gather", 8, t, False) == pytest.approx(lat * 7 / (7 / 8))
+    fast = traits(with_overrides(h200, link_bandwidth_scale=2))
+    assert latency_max_nbytes("all_reduce", 8, fast, True) == pytest.approx(2 * lat)
+    small = codesign("all_reduce", 8, 64 << 10, t, is_reduce=True)
+    assert (small.regime, small.algorithm, small.put_ctas, small.consumer_ctas) == ("latency", "one_shot", 7, 14)
+    big = codesign("all_reduce", 8, 256 << 10, t, is_reduce=True)
+    assert (big.regime, big.algorithm, big.fence) == ("direct", "two_shot", "cta")
+    assert (big.put_ctas, big.consumer_ctas) == (32, 32)                           # the budget (64)
+    wide = codesign("all_reduce", 2, 64 << 20, traits(multi_gpu_box(2)), cta_budget=132, is_reduce=True)
+    assert (wide.put_ctas, wide.consumer_ctas) == (66, 66)
+    assert codesign("all_gather", 8, 64 << 20, t).chunk_nbytes == 512 << 10       # BDP 333 KB -> 2^19
+    assert codesign("all_gather", 8, 1 << 30, t).chunk_nbytes == 2 << 20          # at most 512 chunks
+    mesh = traits(load_topology("mesh-2d-16"))
+    ring = codesign("all_gather", 16, 1 << 20, mesh)
+    assert (ring.regime, ring.algorithm) == ("throughput", "ring")
 
 
-def test_codesign_on_shared_memory_uses_the_measured_crossover():
-    """Loopback worlds leave the latency regime where the H200 measurement put the
-    crossover, per collective and world; below that they keep the latency regime."""
-    def regime(name, w, n, red=False):
-        return codesign(name, w, n, is_reduce=red, shared_memory=True).regime
-    assert [regime("all_reduce", 8, n, True) for n in (8 << 10, 16 << 10)] == ["latency", "direct"]
-    assert [regime("all_reduce", 4, n, True) for n in (64 << 10, 128 << 10)] == ["latency", "direct"]
-    assert [regime("all_reduce", 2, n, True) for n in (128 << 10, 256 << 10)] == ["latency", "direct"]
-    assert regime("all_gather_v", 8, 4 << 10) == "direct"          # V blocks: never packets at W=8
-    assert [regime("reduce_scatter_v", 16, n, True) for n in (256 << 10, 512 << 10)] == [
-        "latency", "direct"]                                      # larger worlds: the W=8 row
-    # a direct AllReduce on shared memory is one-shot up to 128 KiB, then two-shot
-    algo = lambda n: codesign("all_reduce", 8, n, is_reduce=True, shared_memory=True).algorithm
-    assert (algo(128 << 10), algo(256 << 10)) == ("one_shot", "two_shot")
-    # a name outside the table (a user's spec) keeps the general rule
-    assert codesign("my_gather", 8, 64 << 10, shared_memory=True).regime == "latency"
+def test_generic_rules_on_one_gpu_take_the_direct_regime():
+    """A loopback topology states no latency, so no round trip to hide: direct throughout,
+    dealing the work over the budget's CTAs (a shipped loopback has a table instead)."""
+    t = traits(minimal(8, loopback=True))
+    assert t.shared_memory and t.rtt_us == 0 and t.link_gbps == 1000 / 8
+    assert codesign("all_reduce", 8, 1 << 10, t, cta_budget=16, is_reduce=True).regime == "direct"
+
+
+def test_a_shipped_topology_plans_from_its_table_and_a_what_if_from_the_rules():
+    from purlin.snac.planner import resolve
+    c = library.all_reduce(8, 64 << 10)
+    h200 = load_topology("hgx-h200-8")
+    pol, src = resolve(c, h200, None, 64)
+    assert src["source"] == "table" and src["table"] == "topologies/codesign/hgx-h200-8.json"
+    assert src["world"] == 8 and src["band"][0] < 64 << 10 <= src["band"][1]
+    what_if = with_overrides(h200, link_bandwidth_scale=2)
+    pol2, src2 = resolve(c, what_if, None, 64)
+    assert src2["source"] == "generic" and "not a shipped topology unchanged" in src2["why"]
+    assert pol2 == codesign("all_reduce", 8, 64 << 10, traits(what_if), 64, True)
+    _, src3 = resolve(c, h200, Policy(regime="direct"), 64)          # a policy of one's own
+    assert src3 == {"source": "policy", "auto_filled": ["algorithm", "chunk_nbytes", "put_ctas",
+                                                        "consumer_ctas"]}
+    table = json.loads((Path(__file__).parents[2] / "topologies" / "codesign" / "hgx-h200-8.json").read_text())
+    _, src4 = resolve(c, what_if, None, 64, table=table)             # unless a table is given
+    assert src4["source"] == "table" and src4["table"].startswith("given")
 
 
 def test_summary_counts_bytes_per_link_class():
@@ -139,6 +173,16 @@ def test_summary_counts_bytes_per_link_class():
     s = plan(library.all_gather(8, 1 << 20), t, Policy(regime="throughput"))
     d = summarize(s, t)
     assert d["roles"]["consume"]["bytes"]["nvlink read"] == 8 * 7 * (1 << 20)
+
+
+def test_large_defaults_stay_small_to_plan():
+    """What planning costs grows with the instructions: the defaults at 1 GiB (8 ranks)
+    and 64 MiB (72 ranks) stay within a few per chunk. (The time is a benchmark's
+    figure: benchmarks/planner_speed.py.)"""
+    big = plan(library.all_reduce(8, 1 << 30), load_topology("hgx-h200-8"))
+    assert sum(len(p.instrs) for p in big.programs) < 16_000
+    wide = plan(library.from_size("all_to_all_v", 72, 64 << 20), load_topology("gb200-nvl72"))
+    assert sum(len(p.instrs) for p in wide.programs) < 40_000
 
 
 @settings(max_examples=30, deadline=None)

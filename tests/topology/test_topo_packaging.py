@@ -20,7 +20,7 @@ def test_topologies_folder_ships_as_package_data():
     assert config["package-dir"]["purlin.data.topologies"] == "topologies"
     assert "purlin.data.topologies" in config["packages"]
     patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert set(patterns["purlin.data.topologies"]) >= {"*.yaml", "calibration/*.json"}
+    assert set(patterns["purlin.data.topologies"]) >= {"*.yaml", "calibration/*.json", "codesign/*.json"}
 
 
 def test_every_python_package_is_listed():
@@ -34,6 +34,13 @@ def test_every_python_package_is_listed():
     }
     missing = sorted(found - listed)
     assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {missing}"
+
+
+def test_codesign_tables_ship_beside_the_yaml_files():
+    """The planner finds a topology's table through data_root() (installed: package
+    data), so the tables must be inside the mapped folder, one per shipped topology name."""
+    tables = [e.name for e in data_root().joinpath("codesign").iterdir() if e.name.endswith(".json")]
+    assert tables and {t[:-len(".json")] for t in tables} <= set(list_topologies())
 
 
 def test_data_root_holds_the_yaml_files():

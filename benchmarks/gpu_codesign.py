@@ -1,0 +1,239 @@
+"""Confirm the loopback codesign tables on the GPU: does the pick beat its rivals?
+
+For each world W in 2, 4, 8 (the H200 loopback world, W ranks on one GPU), each of the
+seven collectives and each size band of ``topologies/codesign/h200-loopback.json``, this
+runs, at one size of the band, the table's pick and the next-best candidates the search
+recorded there (``--rivals``, default 5, by predicted time), each the exact schedule the
+simulator predicted (same programs digest), every output checked once (poisoned outputs,
+random inputs), then timed in CUDA graphs in interleaved rounds (so drift hits all
+candidates alike).
+
+Writes benchmarks/results/h200-codesign.json: machine, GPU, date, command, per case every
+candidate's raw samples, and a ``summary``: the share of (collective, W, band) cases whose
+pick is within 5% of the measured best (target >= 90%), the geometric mean of measured
+pick / measured best (target <= 1.03), and per case which candidate won and how the
+simulator ranked it.
+
+Run (one device call, about 5 minutes of GPU time):
+
+    PYTHONPATH=. python3 benchmarks/gpu_codesign.py
+    PYTHONPATH=. python3 benchmarks/gpu_codesign.py --dry-run     # CPU: plan all, estimate
+
+``--dry-run`` plans every candidate here, checks each digest against the table, and prints
+the estimated device time (launch and graph overheads included) without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from common import header as cpu_header, save
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "topologies" / "codesign" / "h200-loopback.json"
+OUT = "h200-codesign.json"
+SIZE_CAP = 64 << 20          # measure a band at a size at most this (where the band allows)
+# What one candidate costs the device beyond its timed calls: upload, capture, first run,
+# check (from the loopback benchmarks' logs on the H200: tens of milliseconds a schedule).
+SETUP_S = 0.06
+
+
+def calls_per_graph(predicted_us: float) -> int:
+    """Calls per graph: about 1 ms of work, 2 to 128 calls."""
+    return max(2, min(128, int(1000 / max(predicted_us, 1.0))))
+
+
+def cases(table: dict, worlds, names, rivals: int) -> list[dict]:
+    """One case per (world, collective, band): the size to run and its candidates."""
+    out = []
+    for w in worlds:
+        entry = table["worlds"][str(w)]
+        for name in names:
+            coll = entry["collectives"][name]
+            for k, band in enumerate(coll["bands"]):
+                pts = [p for p in coll["points"] if p["band"] == k]
+                grid = [p for p in pts if p["grid"]] or pts
+                small = [p for p in grid if p["size"] <= SIZE_CAP] or grid[:1]
+                p = small[len(small) // 2]
+                cands = [{"label": "pick", "policy": band["policy"], "predicted_us": p["pick"]["time_us"],
+                          "programs_digest": p["pick"]["programs_digest"]}]
+                cands += [{"label": f"rival{j + 1}", "policy": r["policy"], "predicted_us": r["time_us"],
+                           "programs_digest": r["programs_digest"]} for j, r in enumerate(p["rivals"][:rivals])]
+                out.append({"world": w, "collective": name, "band": k, "band_nbytes": [band["min_nbytes"], band["max_nbytes"]],
+                            "size": p["size"], "nbytes": p["nbytes"], "cta_budget": entry["cta_budget"],
+                            "candidates": cands})
+    return out
+
+
+def plan_all(all_cases: list[dict], workers: int | None = None) -> list:
+    """``plan_case`` for every case, on a process pool (planning is host work: done
+    before the first kernel, on all cores)."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as ex:
+        return list(ex.map(plan_case, all_cases))
+
+
+def plan_case(case: dict):
+    """The collective and the exact schedules the table predicted for a case."""
+    from purlin.snac import plan
+    from purlin.snac.serialize import programs_digest
+    from purlin.spec import library
+    from purlin.topology import load_topology
+    topo = load_topology("h200-loopback", world=case["world"])
+    c = library.from_size(case["collective"], case["world"], case["size"], "fp32")
+    scheds = []
+    for cand in case["candidates"]:
+        s = plan(c, topo, cand["policy"], cta_budget=case["cta_budget"])
+        if programs_digest(s) != cand["programs_digest"]:
+            raise SystemExit(f"{case['collective']} W={case['world']} {case['size']} B {cand['label']}: "
+                             f"the planner no longer makes the schedule the table predicted (digest "
+                             f"{programs_digest(s)} != {cand['programs_digest']}): regenerate the table")
+        scheds.append(s)
+    d = programs_digest(plan(c, topo, cta_budget=case["cta_budget"]))   # the default is the pick
+    if d != case["candidates"][0]["programs_digest"]:
+        raise SystemExit(f"{case['collective']} W={case['world']} {case['size']} B: the default "
+                         f"plan is not the table's pick")
+    return c, scheds
+
+
+def estimate_s(all_cases: list[dict], rounds: int, replays: int) -> float:
+    total = 0.0
+    for case in all_cases:
+        for cand in case["candidates"]:
+            calls = calls_per_graph(cand["predicted_us"])
+            total += SETUP_S + cand["predicted_us"] * 1e-6 * calls * (1 + rounds * (replays + 1))
+    return total
+
+
+def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, budget_s: float,
+            out_dir, command) -> dict:
+    import cupy as cp
+
+    from gpu_common import header, time_graph
+    from gpu_loopback import buffers, poisoned_run_wrong
+    from purlin.backends.gpu import LoopbackWorld
+    from purlin.topology import load_topology
+
+    doc = header(command)
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    doc["gpu"] = {"name": props["name"].decode(), "sms": props["multiProcessorCount"],
+                  "driver": cp.cuda.runtime.driverGetVersion(), "runtime": cp.cuda.runtime.runtimeGetVersion()}
+    doc.update(table=str(TABLE.relative_to(ROOT)), rounds=rounds, replays=replays, cases=[])
+    t0 = time.time()
+    worlds: dict[int, object] = {}
+    for case, (c, scheds) in zip(all_cases, planned):
+        if time.time() - t0 > budget_s:
+            doc["stopped_early"] = f"time budget {budget_s} s reached before {case['collective']} W={case['world']}"
+            break
+        w = case["world"]
+        if w not in worlds:
+            worlds.clear()
+            cp.get_default_memory_pool().free_all_blocks()
+            worlds[w] = LoopbackWorld(w, topology=load_topology("h200-loopback", world=w))
+        world = worlds[w]
+        ins, outs = buffers(cp, c, rng_seed=case["band"] + 7 * w)
+        for cand, s in zip(case["candidates"], scheds):
+            try:
+                cand["wrong"] = poisoned_run_wrong(cp, world, s, ins, outs)
+                cand["samples_us"] = []
+            except Exception as e:   # refused or broken: recorded, the case goes on
+                cand["error"] = f"{type(e).__name__}: {e}"
+        live = [(cand, s) for cand, s in zip(case["candidates"], scheds) if "error" not in cand]
+        for _ in range(rounds):               # interleaved: each round times every candidate
+            for cand, s in live:
+                calls = calls_per_graph(cand["predicted_us"])
+                cand["samples_us"] += time_graph(lambda s=s: world.run(s, ins, outs), calls, replays=replays, warmup=1)
+                cand["calls_per_graph"] = calls
+            world.check()
+        for cand, _ in live:
+            cand["median_us"] = statistics.median(cand["samples_us"])
+        doc["cases"].append(case)
+        _report(case)
+        doc["elapsed_s"] = time.time() - t0
+        doc["summary"] = summarize(doc["cases"])
+        save(OUT, doc, out_dir)              # partial results survive a timeout
+        del ins, outs
+    doc["summary"] = summarize(doc["cases"])
+    return doc
+
+
+def summarize(done: list[dict]) -> dict:
+    """The share within 5% and the geometric mean of pick / best, over cases whose pick
+    ran correctly; per case, the measured order against the predicted one."""
+    ratios, per_case = [], {}
+    for case in done:
+        ok = [c for c in case["candidates"] if "median_us" in c and c.get("wrong") in (0, -1)]
+        pick = next((c for c in ok if c["label"] == "pick"), None)
+        if pick is None:
+            continue
+        best = min(ok, key=lambda c: c["median_us"])
+        ratio = pick["median_us"] / best["median_us"]
+        ratios.append(ratio)
+        order = sorted(ok, key=lambda c: c["median_us"])
+        per_case[f"{case['collective']}/W{case['world']}/band{case['band']}"] = {
+            "size": case["size"], "winner": best["label"], "winner_policy": best["policy"],
+            "pick_over_best": ratio,
+            "measured_order": [c["label"] for c in order],
+            "predicted_rank_of_winner": [c["label"] for c in case["candidates"]].index(best["label"]),
+            "pick_predicted_us": pick["predicted_us"], "pick_measured_us": pick["median_us"],
+            "winner_predicted_us": best["predicted_us"], "winner_measured_us": best["median_us"]}
+    n = len(ratios)
+    return {"cases": n, "within_5pct_share": sum(r <= 1.05 for r in ratios) / n if n else None,
+            "geomean_pick_over_best": math.exp(sum(math.log(r) for r in ratios) / n) if n else None,
+            "targets": {"within_5pct_share": ">= 0.90", "geomean_pick_over_best": "<= 1.03"},
+            "wrong_runs": sum(1 for case in done for c in case["candidates"] if c.get("wrong") not in (0, -1, None)),
+            "by_case": per_case}
+
+
+def _report(case: dict) -> None:
+    cells = " ".join(f"{c['label']}={c.get('median_us', float('nan')):.2f}/{c['predicted_us']:.2f}"
+                     for c in case["candidates"])
+    print(f"W={case['world']} {case['collective']:>16} band {case['band']} {case['size']:>10} B  "
+          f"measured/predicted us: {cells}", flush=True)
+
+
+def main(argv=None) -> dict | None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", help="plan everything on the CPU, estimate device time")
+    ap.add_argument("--worlds", default="2,4,8")
+    ap.add_argument("--collectives", default=None, help="comma list (default: the table's seven)")
+    ap.add_argument("--rivals", type=int, default=5, help="next-best candidates per case")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--replays", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=290.0, help="stop starting cases after this")
+    ap.add_argument("--out", default=None, help="also write the results here (default $OUT)")
+    ap.add_argument("--workers", type=int, default=None, help="planning processes (default: all cores)")
+    args = ap.parse_args(argv)
+    table = json.loads(TABLE.read_text())
+    worlds = [int(w) for w in args.worlds.split(",")]
+    names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
+    all_cases = cases(table, worlds, names, args.rivals)
+    command = "python3 benchmarks/gpu_codesign.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    t0 = time.time()
+    planned = plan_all(all_cases, args.workers)
+    plan_s = time.time() - t0
+    if args.dry_run:
+        est = estimate_s(all_cases, args.rounds, args.replays)
+        n = sum(len(c["candidates"]) for c in all_cases)
+        print(f"# {len(all_cases)} cases, {n} schedules, every digest as the table predicted "
+              f"(planned in {plan_s:.1f} s on {cpu_header()['machine']['cpus']} CPUs here)")
+        print(f"# estimated device time: {est:.0f} s of runs and setup, after the planning "
+              f"(about {plan_s:.0f} s x {cpu_header()['machine']['cpus']} / the device host's CPUs)")
+        return None
+    doc = measure(all_cases, planned, args.rounds, args.replays, args.budget_s - plan_s, args.out, command)
+    doc["plan_s"] = plan_s
+    path = save(OUT, doc, args.out)
+    s = doc["summary"]
+    print(f"summary: {s['cases']} cases, pick within 5% of the best in {s['within_5pct_share']:.0%}, "
+          f"geomean pick/best {s['geomean_pick_over_best']:.3f} -> {path}")
+    return doc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The codesign search fits a budget: stage 1 always runs in full, the later stages stop
+when their share is spent and say how much they left out; rack-scale worlds search a
+coarser size grid."""
+from dataclasses import replace
+
+from purlin.sim import codesign as cd
+from purlin.topology import load_topology
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+def test_the_size_grid_coarsens_with_the_world():
+    assert cd.sizes_for(8) == tuple(KiB * 4 ** k for k in range(10))       # 1 KiB .. 256 MiB
+    assert cd.sizes_for(72) == (KiB, 16 * KiB, 256 * KiB, 4 * MiB, 64 * MiB)
+    assert cd.sizes_for(576) == (KiB, 32 * KiB, MiB, 32 * MiB)
+    assert cd.Search().for_topology(load_topology("gb200-nvl72")).sizes == cd.sizes_for(72)
+    assert cd.Search().for_topology(load_topology("h200-loopback")).sizes == cd.sizes_for(8)
+    mine = cd.Search(sizes=(KiB,))
+    assert mine.for_topology(load_topology("gb200-nvl72")) is mine
+
+
+def test_a_spent_budget_keeps_the_structures_and_the_midpoint_picks_only():
+    spec = replace(cd.Search(), sizes=(KiB, 4 * KiB), collectives=("all_gather",), budget_s=1e-9)
+    t = cd.search("hgx-h200-8", spec, workers=1, progress=False, lines=False)
+    st = t["search"]["stages"]
+    # every structure the planner offers at the first size (latency, direct and
+    # throughput x two fences, the ring x two); past half the budget, at 4K, only the
+    # families within 1.3x of the best at 1K
+    assert st["structures 1K"]["points"] == 7
+    pts = t["worlds"]["8"]["collectives"]["all_gather"]["points"]
+    first = pts[0]
+    leaders = {(r["policy"]["regime"], r["policy"]["algorithm"]) for r in first["rivals"]
+               if r["time_us"] <= 1.3 * first["best_us"]}
+    assert 1 <= st["structures 4K"]["points"] < 7
+    fam = lambda p: (p["regime"], p["algorithm"])  # noqa: E731
+    bands = t["worlds"]["8"]["collectives"]["all_gather"]["bands"]
+    leaders.add(fam(bands[0]["policy"]))           # the best at 1K
+    assert {fam(r["policy"]) for r in pts[-1]["rivals"]} | {fam(bands[-1]["policy"])} <= leaders
+    assert st["grid roles"]["points"] == 0 and st["grid roles"]["left_out"] > 0
+    assert st["grid chunks"]["points"] == 0
+    assert not any(k.startswith("refine") for k in st)
+    assert st["midpoint rivals all_gather W=8"]["points"] == 0
+    assert 1 <= st["midpoints all_gather W=8"]["points"] <= 2
+    assert t["search"]["left_out"] == sum(s["left_out"] for s in st.values()) > 0
+    assert t["search"]["budget_s"] == 1e-9
+    assert [p["size"] for p in pts] == [KiB, 2 * KiB, 4 * KiB]
+    assert all(p["pick"]["time_us"] == p["best_us"] for p in pts if p["grid"])
+
+
+def test_without_a_limit_the_later_stages_run():
+    spec = replace(cd.Search(), sizes=(KiB,), collectives=("all_gather",), budget_s=None,
+                   rounds=1)
+    t = cd.search("hgx-h200-8", spec, workers=1, progress=False, lines=False)
+    st = t["search"]["stages"]
+    assert st["grid roles"]["points"] > 0 and st["refine 1"]["points"] > 0
+    assert t["search"]["left_out"] == 0
