@@ -5,11 +5,15 @@ Same inputs give a byte-identical Schedule (so plans cache under a hash). The po
 """
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+from purlin.check import check_bool, check_int
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
+from purlin.snac import limits
 from purlin.snac.bind import topology_ref
 from purlin.snac.ir import Ref, Schedule
-from purlin.snac.policy import MIN_CHUNK, Policy, codesign, from_table
+from purlin.snac.policy import ALGORITHMS, MIN_CHUNK, REGIMES, Policy, codesign, from_table
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
 from purlin.topology import Topology, is_direct, is_fully_connected, resolve_topology, ring_order
@@ -19,8 +23,9 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
                    cta_budget: int, table=None) -> Policy:
     """Fill the policy's auto fields: from a sweep's table when one covers the case,
     else from the codesign table."""
-    if isinstance(policy, dict):
-        policy = Policy.from_dict(policy)
+    policy = _policy_arg(policy)
+    if table is not None:
+        check_table(table)
     nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
     if policy is None and table is not None:
         policy = from_table(table, c.name, topology.name, nbytes)
@@ -31,11 +36,16 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
 
 def plan(collective: Collective, topology: Topology | str | None = None,
          policy: Policy | dict | None = None, cta_budget: int = 64,
-         check: bool = True, table=None) -> Schedule:
+         check: bool = True, table=None, *,
+         max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
+         max_memory_nbytes: int = limits.DEFAULT_MAX_MEMORY_NBYTES) -> Schedule:
     """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
     per rank. The schedule is verified before it is returned (``check=False`` skips it).
     ``table``: a sweep's best-policy table (:func:`purlin.sim.best_policy_table`), used
     when no ``policy`` is given.
+
+    A plan estimated (:mod:`purlin.snac.limits`) past ``max_instructions`` instructions
+    or ``max_memory_nbytes`` bytes is refused before it is built (LimitError).
 
     Examples
     --------
@@ -43,12 +53,31 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     >>> s = plan(library.all_gather(4, 64), policy=Policy(regime="throughput"))
     >>> s.world, sorted({p.role for p in s.programs})[:2]
     (4, ['consume', 'put'])
+    >>> plan(library.all_reduce(4, 1 << 50))
+    Traceback (most recent call last):
+    ...
+    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 536,873,224 instructions (~416.0 GiB to build), over the limit of 4,194,304; raise it with max_instructions= (on the command line --max-instructions) if you mean it
     """
-    if cta_budget < 1:
-        raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
+    if not isinstance(collective, Collective):
+        hint = (" (build one: purlin.library.from_size(name, world, nbytes))"
+                if isinstance(collective, str) else "")
+        raise PlanError(f"collective {collective!r:.60}: expected a Collective{hint}, got "
+                        f"{type(collective).__name__}")
+    cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
+                           fix="it is the CTAs per rank, at least 1")
+    check_bool("check", check, error=PlanError)
+    max_instructions = check_int("max_instructions", max_instructions, lo=1, error=PlanError)
+    max_memory_nbytes = check_int("max_memory_nbytes", max_memory_nbytes, lo=1, error=PlanError)
+    policy = _policy_arg(policy)
+    collective.validate(collective.dtype.itemsize)   # the shape first: worlds, names, sizes
+    what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
+    limits.check_plan_size(limits.lower_bound(collective), max_instructions, max_memory_nbytes,
+                           what)
     topo = _topology_for(topology, collective.world)
     pol = resolve_policy(collective, topo, policy, cta_budget, table)
     c = collective.validate(pol.align)
+    limits.check_plan_size(limits.estimate(c, pol, cta_budget, spread=topo.loopback),
+                           max_instructions, max_memory_nbytes, what)
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
         if pol.regime == "latency":
@@ -90,6 +119,58 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         from purlin.snac.verify import verify
         verify(sched)
     return sched
+
+
+def _nbytes(c: Collective) -> int:
+    return max((max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world)), default=0)
+
+
+def _policy_arg(policy: Any) -> Policy | None:
+    """A Policy from what the caller passed (a Policy, a dict of fields, or None)."""
+    if policy is None or isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_dict(policy)
+    hint = ""
+    if isinstance(policy, str):
+        field = "regime" if policy in REGIMES else "algorithm" if policy in ALGORITHMS else None
+        hint = f"; did you mean Policy({field}={policy!r})?" if field else ""
+    raise PlanError(f"policy {policy!r:.60}: expected a Policy, a dict of its fields or None, "
+                    f"got {type(policy).__name__}{hint}")
+
+
+def check_table(table: Any, where: str = "policy table") -> None:
+    """Raise PlanError unless ``table`` is a best-policy table (or a list of them) as
+    :func:`purlin.sim.best_policy_table` writes: ``{"topology", "collective", "bands":
+    [{"max_nbytes": int, "policy": {...}}, ...]}``; every band's policy must be valid."""
+    tables = [table] if isinstance(table, Mapping) else table
+    if isinstance(tables, (str, bytes)) or not isinstance(tables, (list, tuple)):
+        raise PlanError(f"{where}: expected a table (a mapping) or a list of them, got "
+                        f"{type(table).__name__}")
+    for i, t in enumerate(tables):
+        at = f"{where}[{i}]" if tables is not table or len(tables) > 1 else where
+        if not isinstance(t, Mapping):
+            raise PlanError(f"{at}: expected a mapping with collective, topology and bands, "
+                            f"got {type(t).__name__}")
+        for key in ("collective", "bands"):
+            if key not in t:
+                raise PlanError(f"{at}: missing field {key!r} (a table has collective, "
+                                f"topology and bands; write it with best_policy_table)")
+        if not isinstance(t["collective"], str):
+            raise PlanError(f"{at}.collective: must be a string, got {t['collective']!r:.40}")
+        if t.get("topology") is not None and not isinstance(t["topology"], str):
+            raise PlanError(f"{at}.topology: must be a string or null, got {t['topology']!r:.40}")
+        if not isinstance(t["bands"], list):
+            raise PlanError(f"{at}.bands: must be a list, got {type(t['bands']).__name__}")
+        for j, band in enumerate(t["bands"]):
+            b = f"{at}.bands[{j}]"
+            if not isinstance(band, Mapping) or "max_nbytes" not in band or "policy" not in band:
+                raise PlanError(f"{b}: expected {{max_nbytes, policy}}, got {band!r:.60}")
+            check_int(f"{b}.max_nbytes", band["max_nbytes"], lo=0, error=PlanError)
+            try:
+                Policy.from_dict(band["policy"])
+            except PlanError as e:
+                raise PlanError(f"{b}.policy: {e}") from None
 
 
 def _topology_for(topology: Topology | str | None, world: int) -> Topology:
