@@ -38,6 +38,7 @@ from purlin.errors import BackendUnavailable, Deadlock, ScheduleError
 from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
+from purlin.sim.checks import check_args
 from purlin.sim.result import SimResult
 from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read,
                             sources)
@@ -115,6 +116,7 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     """
     if simpy is None:
         raise BackendUnavailable("the simulator needs simpy: pip install simpy")
+    check_args(schedule, calibration, record)   # types, before any work (purlin.sim.checks)
     topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
     wall = time.perf_counter()

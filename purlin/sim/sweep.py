@@ -20,8 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from purlin.errors import PurlinError
-from purlin.sim.predict import format_table, parse_size, parse_sizes
+from purlin.check import check_int, check_output_path
+from purlin.errors import PlanError, PurlinError, SpecError, UsageError
+from purlin.sim.predict import _size_list, format_table
 from purlin.topology import Topology, resolve_topology
 
 
@@ -33,7 +34,8 @@ def policy_dict(policy: Any) -> dict[str, Any] | None:
         return dict(policy)
     if hasattr(policy, "to_dict"):
         return policy.to_dict()
-    raise TypeError(f"policy must be a Policy, a dict or None, got {type(policy).__name__}")
+    raise PlanError(f"policy {policy!r:.60}: expected a Policy, a dict of its fields or None, "
+                    f"got {type(policy).__name__}")
 
 
 def policy_label(policy: dict[str, Any] | None) -> str:
@@ -55,7 +57,7 @@ def _topology_of(ref: Topology | str) -> Topology:
 
 
 def run_point(collective: str, topology: Topology | str, policy: dict[str, Any] | None,
-              size: int, dtype: str = "fp32", op: str = "add",
+              size: int, dtype: str = "fp32", op: str | None = None,
               calibration: Any = None) -> dict[str, Any]:
     """Plan and simulate one sweep point; a refused plan gives a row with ``error``.
 
@@ -70,7 +72,8 @@ def run_point(collective: str, topology: Topology | str, policy: dict[str, Any] 
             "policy": policy, "policy_label": policy_label(policy), "size": size,
             "dtype": dtype}
     try:
-        c = library.from_size(collective, topo.world, size, dtype, op)
+        key = library.canonical(collective)
+        c = library.from_size(key, topo.world, size, dtype, op if key in library.REDUCING else None)
         result = simulate(plan(c, topo, policy), topo, calibration, record=False)
     except PurlinError as e:
         return {**base, "error": f"{type(e).__name__}: {e}", "time_us": None,
@@ -115,7 +118,7 @@ class SweepResult:
 def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
           topologies: Iterable[Topology | str] | Topology | str,
           policies: Iterable[Any] | None = None, executor: Executor | None = None, *,
-          dtype: str = "fp32", op: str = "add", calibration: Any = None,
+          dtype: str = "fp32", op: str | None = None, calibration: Any = None,
           progress: bool = True, plot: str | Path | None = None,
           max_workers: int | None = None) -> SweepResult:
     """Simulate every (collective, topology, policy, size) point, in parallel.
@@ -155,10 +158,9 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     """
     from tqdm import tqdm
 
-    collectives = [collectives] if isinstance(collectives, str) else list(collectives)
-    topologies = ([topologies] if isinstance(topologies, (str, Topology)) else list(topologies))
-    sizes = parse_sizes(sizes) if isinstance(sizes, str) else [parse_size(s) for s in sizes]
-    pols = [policy_dict(p) for p in (policies if policies is not None else [None])]
+    collectives, topologies, sizes, pols = _check_sweep(
+        collectives, sizes, topologies, policies, executor, dtype, op, calibration, plot,
+        max_workers)
     points = [(c, t, p, s) for c in collectives for t in topologies for p in pols for s in sizes]
     own = executor is None
     if own:
@@ -182,6 +184,52 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     if plot is not None:
         result.plot(plot)
     return result
+
+
+def _check_sweep(collectives, sizes, topologies, policies, executor, dtype, op, calibration,
+                 plot, max_workers) -> tuple[list, list, list[int], list]:
+    """Every argument of :func:`sweep`, checked before any point runs: non-empty lists,
+    known names, valid policies, an op only where something reduces, a writable plot."""
+    from purlin.sim.calibration import Calibration, load_calibration
+    from purlin.snac import Policy
+    from purlin.spec import library
+    from purlin.spec.dtypes import dtype as lookup_dtype
+
+    def items(what: str, x, single: tuple) -> list:
+        out = [x] if isinstance(x, single) else list(x) if hasattr(x, "__iter__") else None
+        if out is None:
+            raise UsageError(f"sweep: {what} {x!r:.40}: expected one or a list, got {type(x).__name__}")
+        if not out:
+            raise UsageError(f"sweep: {what}: the list is empty, so there is nothing to run; "
+                             f"give at least one")
+        return out
+
+    collectives = [library.canonical(c) for c in items("collectives", collectives, (str,))]
+    topologies = items("topologies", topologies, (str, Path, Topology))
+    for t in topologies:
+        _topology_of(t)   # an unknown name or a bad file fails here, not in every point
+    sizes = _size_list(sizes)
+    pols = [policy_dict(p) for p in (policies if policies is not None else [None])]
+    if not pols:
+        raise UsageError("sweep: policies: the list is empty; leave it out for the codesign "
+                         "default, or give at least one")
+    for p in pols:
+        if p is not None:
+            Policy.from_dict(p)
+    lookup_dtype(dtype)
+    if op is not None and not any(c in library.REDUCING for c in collectives):
+        raise SpecError(f"sweep: op {op!r} applies to reducing collectives, and none of "
+                        f"{', '.join(collectives)} reduces; leave op out")
+    if calibration is not None and not isinstance(calibration, Calibration):
+        load_calibration(calibration)
+    if plot is not None:
+        check_output_path("sweep: plot", plot)
+    if max_workers is not None:
+        check_int("sweep: max_workers", max_workers, lo=1)
+    if executor is not None and not isinstance(executor, Executor):
+        raise UsageError(f"sweep: executor {executor!r:.40}: expected a concurrent.futures."
+                         f"Executor (or None for a process pool), got {type(executor).__name__}")
+    return collectives, topologies, sizes, pols
 
 
 def best_policy_table(rows: Sequence[dict[str, Any]], topology: str,

@@ -29,8 +29,8 @@ from purlin.snac import dataflow as df
 from purlin.snac.policy import MIN_CHUNK, Policy
 from purlin.spec.collective import Collective
 
-DEFAULT_MAX_INSTRUCTIONS = 1 << 22
-"""4,194,304 instructions: minutes to plan and about 1.3 GiB; the largest plan the
+DEFAULT_MAX_INSTRUCTIONS = 1 << 21
+"""2,097,152 instructions: a few minutes to plan and under 1 GiB; the largest plan the
 shipped tests and benchmarks make (a 72-rank AllReduce at 1 GiB) has about 500,000."""
 DEFAULT_MAX_MEMORY_NBYTES = 4 << 30
 """4 GiB for the plan's objects while it is built."""
@@ -39,6 +39,14 @@ BYTES_PER_INSTRUCTION = 320
 instructions: 105 to 350 B, plus the builder's intermediate ops)."""
 BYTES_PER_REF = 64
 """A buffer reference (a Ref in a Copy or Reduce) beyond the instruction itself."""
+
+
+def max_blocks_for(max_instructions: int) -> int:
+    """The spec-size limit that goes with an instruction limit (a plan needs an instruction
+    or a reference per block): the layout default, or a quarter of ``max_instructions``
+    if that is more. What the CLI passes to the library when ``--max-instructions`` is raised."""
+    from purlin.spec.layout import MAX_BLOCKS
+    return max(MAX_BLOCKS, max_instructions // 4)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,32 @@ def lower_bound(c: Collective, align: int = 16) -> PlanEstimate:
             instrs += 1
             refs += 1 + len(g.holders)
     return PlanEstimate(instrs, refs)
+
+
+def library_lower_bound(name: str, world: int, size: int, align: int = 16) -> PlanEstimate:
+    """:func:`lower_bound` of a library collective from its name, world and nccl-tests
+    ``size`` alone, without building its spec: what the CLI checks first, so a request
+    for 100000 ranks is refused before 100000 blocks exist.
+
+    Examples
+    --------
+    >>> library_lower_bound("all_to_all", 8, 1024)
+    PlanEstimate(instructions=8, refs=128)
+    """
+    from purlin.spec.library import canonical
+    key, w = canonical(name), max(1, int(world))
+    # a bound for every policy, loopback ones included (whose direct plans deal many
+    # small copies into few instructions): references, one per block a holder receives
+    if key == "all_reduce":
+        pieces = min(w, max(1, size // align))
+        return PlanEstimate(pieces, pieces * (w + 1))
+    if key in ("reduce_scatter", "all_gather"):
+        return PlanEstimate(w, w * (w + 1))
+    if key == "all_to_all":
+        return PlanEstimate(w, 2 * w * w)
+    if key in ("gather", "scatter"):
+        return PlanEstimate(1, 2 * w)
+    return PlanEstimate(1, w + 1)   # broadcast, reduce; V forms (their splits may be 0 B)
 
 
 def estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool = False) -> PlanEstimate:

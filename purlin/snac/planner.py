@@ -37,15 +37,16 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
 def plan(collective: Collective, topology: Topology | str | None = None,
          policy: Policy | dict | None = None, cta_budget: int = 64,
          check: bool = True, table=None, *,
-         max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
-         max_memory_nbytes: int = limits.DEFAULT_MAX_MEMORY_NBYTES) -> Schedule:
+         max_instructions: int | None = limits.DEFAULT_MAX_INSTRUCTIONS,
+         max_memory_nbytes: int | None = limits.DEFAULT_MAX_MEMORY_NBYTES) -> Schedule:
     """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
     per rank. The schedule is verified before it is returned (``check=False`` skips it).
     ``table``: a sweep's best-policy table (:func:`purlin.sim.best_policy_table`), used
     when no ``policy`` is given.
 
     A plan estimated (:mod:`purlin.snac.limits`) past ``max_instructions`` instructions
-    or ``max_memory_nbytes`` bytes is refused before it is built (LimitError).
+    or ``max_memory_nbytes`` bytes is refused before it is built (LimitError); None means
+    the default limit.
 
     Examples
     --------
@@ -56,28 +57,14 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     >>> plan(library.all_reduce(4, 1 << 50))
     Traceback (most recent call last):
     ...
-    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 536,873,224 instructions (~416.0 GiB to build), over the limit of 4,194,304; raise it with max_instructions= (on the command line --max-instructions) if you mean it
+    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 536,873,224 instructions (~416.0 GiB to build), over the limit of 2,097,152; raise it with max_instructions= (on the command line --max-instructions) if you mean it
     """
-    if not isinstance(collective, Collective):
-        hint = (" (build one: purlin.library.from_size(name, world, nbytes))"
-                if isinstance(collective, str) else "")
-        raise PlanError(f"collective {collective!r:.60}: expected a Collective{hint}, got "
-                        f"{type(collective).__name__}")
+    check_bool("check", check, error=PlanError)
     cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
                            fix="it is the CTAs per rank, at least 1")
-    check_bool("check", check, error=PlanError)
-    max_instructions = check_int("max_instructions", max_instructions, lo=1, error=PlanError)
-    max_memory_nbytes = check_int("max_memory_nbytes", max_memory_nbytes, lo=1, error=PlanError)
-    policy = _policy_arg(policy)
-    collective.validate(collective.dtype.itemsize)   # the shape first: worlds, names, sizes
-    what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
-    limits.check_plan_size(limits.lower_bound(collective), max_instructions, max_memory_nbytes,
-                           what)
-    topo = _topology_for(topology, collective.world)
-    pol = resolve_policy(collective, topo, policy, cta_budget, table)
-    c = collective.validate(pol.align)
-    limits.check_plan_size(limits.estimate(c, pol, cta_budget, spread=topo.loopback),
-                           max_instructions, max_memory_nbytes, what)
+    topo, pol = check_limits(collective, topology, policy, cta_budget, table,
+                             max_instructions=max_instructions, max_memory_nbytes=max_memory_nbytes)
+    c = collective
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
         if pol.regime == "latency":
@@ -119,6 +106,46 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         from purlin.snac.verify import verify
         verify(sched)
     return sched
+
+
+def check_limits(collective: Collective, topology: Topology | str | None = None,
+                 policy: Policy | dict | None = None, cta_budget: int = 64, table=None, *,
+                 max_instructions: int | None = limits.DEFAULT_MAX_INSTRUCTIONS,
+                 max_memory_nbytes: int | None = limits.DEFAULT_MAX_MEMORY_NBYTES) -> tuple[Topology, Policy]:
+    """Everything :func:`plan` checks before it builds: the spec, the topology, the policy
+    and the estimated size of the plan against the limits (LimitError past them). Returns
+    the topology and the resolved policy. Cheap, so a sweep or ``purlin sim`` can check
+    every point before running the first.
+
+    Examples
+    --------
+    >>> from purlin.spec import library
+    >>> topo, pol = check_limits(library.all_reduce(4, 1 << 20))
+    >>> topo.world, pol.regime
+    (4, 'direct')
+    """
+    if not isinstance(collective, Collective):
+        hint = (" (build one: purlin.library.from_size(name, world, nbytes))"
+                if isinstance(collective, str) else "")
+        raise PlanError(f"collective {collective!r:.60}: expected a Collective{hint}, got "
+                        f"{type(collective).__name__}")
+    cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
+                           fix="it is the CTAs per rank, at least 1")
+    max_instructions = limits.DEFAULT_MAX_INSTRUCTIONS if max_instructions is None else \
+        check_int("max_instructions", max_instructions, lo=1, error=PlanError)
+    max_memory_nbytes = limits.DEFAULT_MAX_MEMORY_NBYTES if max_memory_nbytes is None else \
+        check_int("max_memory_nbytes", max_memory_nbytes, lo=1, error=PlanError)
+    policy = _policy_arg(policy)
+    collective.validate(collective.dtype.itemsize)   # the shape first: worlds, names, sizes
+    what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
+    limits.check_plan_size(limits.lower_bound(collective), max_instructions, max_memory_nbytes,
+                           what)
+    topo = _topology_for(topology, collective.world)
+    pol = resolve_policy(collective, topo, policy, cta_budget, table)
+    collective.validate(pol.align)
+    limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback),
+                           max_instructions, max_memory_nbytes, what)
+    return topo, pol
 
 
 def _nbytes(c: Collective) -> int:

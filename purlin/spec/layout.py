@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 from purlin.check import check_int, fail
 from purlin.errors import LimitError, SpecError
 
-MAX_BLOCKS = 1 << 20
+MAX_BLOCKS = 1 << 19
 """Most blocks the layout builders make by default (``max_blocks=``): a W x W layout
 holds W**2 blocks, about 120 B each, and a plan needs at least one instruction or
 buffer reference per block, so past this a spec is refused before it is built."""
