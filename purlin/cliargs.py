@@ -37,7 +37,7 @@ def size_option(option: str, text: str) -> int:
     try:
         return parse_size(text)
     except SpecError as e:
-        raise UsageError(f"{option} {text!r}: {str(e).split(': ', 1)[-1]}") from None
+        raise UsageError(f"{option} {text!r}: {_inner(str(e), 'size', text)}") from None
 
 
 def sizes_option(option: str, text: str) -> list[int]:
@@ -45,7 +45,15 @@ def sizes_option(option: str, text: str) -> list[int]:
     try:
         return parse_sizes(text)
     except SpecError as e:
-        raise UsageError(f"{option} {text!r}: {str(e).split(': ', 1)[-1]}") from None
+        raise UsageError(f"{option} {text!r:.60}: {_inner(str(e), 'sizes', text)}") from None
+
+
+def _inner(msg: str, word: str, text: str) -> str:
+    """``msg`` without its leading "sizes '...': " (the option names the value instead)."""
+    for prefix in (f"{word} {text!r}: ", f"{word} {text!r:.40}: "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg
 
 
 def collective_names(names: Sequence[str]) -> list[str]:
@@ -203,7 +211,7 @@ def policy_option(args: argparse.Namespace):
     try:
         return Policy.from_dict(fields)
     except PlanError as e:
-        raise UsageError(f"--policy: {e}") from None
+        raise UsageError(str(e)) from None
 
 
 def tries_option(texts: Sequence[str] | None) -> list:

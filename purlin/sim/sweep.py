@@ -110,7 +110,7 @@ class SweepResult:
         return best_policy_table(self.rows, topology, collective)
 
     def to_json(self, path: str | Path) -> Path:
-        path = Path(path)
+        path = check_output_path("to_json path", path)
         path.write_text(json.dumps({"meta": self.meta, "rows": self.rows}, indent=1, default=str))
         return path
 

@@ -7,8 +7,8 @@ dataflow builders would emit (chunks x groups x holders and sources, per regime,
 the Notify/Wait pairs that cross ranks) and compares that with ``max_instructions``
 and ``max_memory_nbytes``, which the caller may raise.
 
-The count is an estimate, within a factor of about two of the plan it describes
-(``tests/snac/test_limits.py`` checks it against real plans); it errs high.
+The count is an estimate, within a factor of two or three of the plan it describes
+(``tests/snac/test_limits.py`` checks it against real plans across regimes).
 
 Examples
 --------

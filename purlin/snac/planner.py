@@ -175,7 +175,7 @@ def check_table(table: Any, where: str = "policy table") -> None:
         raise PlanError(f"{where}: expected a table (a mapping) or a list of them, got "
                         f"{type(table).__name__}")
     for i, t in enumerate(tables):
-        at = f"{where}[{i}]" if tables is not table or len(tables) > 1 else where
+        at = where if isinstance(table, Mapping) else f"{where}[{i}]"
         if not isinstance(t, Mapping):
             raise PlanError(f"{at}: expected a mapping with collective, topology and bands, "
                             f"got {type(t).__name__}")

@@ -9,7 +9,6 @@ import hashlib
 import json
 from typing import Any
 
-from purlin.check import check_int
 from purlin.errors import PurlinError, ScheduleError
 from purlin.snac.ir import (ATOMS, BUFFERS, INSTRUCTIONS, REDUCTIONS, SCHEMA_VERSION, Copy, Notify,
                             Program, PutPackets, Reduce, Ref, Schedule, TopologyRef, Wait,

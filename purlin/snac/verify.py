@@ -46,6 +46,8 @@ def verify(s: Schedule) -> Schedule:
     >>> verify(plan(library.all_gather(2, 16), check=False)).world
     2
     """
+    if not isinstance(s, Schedule):
+        raise ScheduleError(f"verify: expected a Schedule, got {type(s).__name__}")
     _static(s)
     _dynamic(s)
     return s

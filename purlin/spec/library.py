@@ -112,6 +112,7 @@ def _row(world: int, nbytes: int) -> tuple:
 def _world(world: int, max_blocks: int) -> int:
     """A rank count whose W x W layout is within ``max_blocks`` (checked before any is built)."""
     from purlin.spec.layout import _check_blocks
+    world = check_int("world", world, lo=1, error=SpecError)
     _check_blocks(world, world * world, max_blocks)
     return world
 

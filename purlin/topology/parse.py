@@ -288,7 +288,10 @@ class _Fields:
             return default
         value = d[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._fail(at, key, f"must be a number, got {type(value).__name__} {_short(value)}")
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9.]+[eE][-+]?[0-9]+", value.strip()):
+                hint = " (YAML reads 1e3 as text: write 1.0e+3)"
+            raise self._fail(at, key, f"must be a number, got {type(value).__name__} {_short(value)}{hint}")
         if value != value or value in (float("inf"), float("-inf")):
             raise self._fail(at, key, f"must be finite, got {value}")
         if positive and value <= 0:

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from purlin.check import check_int
-from purlin.errors import LimitError, ScheduleError, UsageError
+from purlin.errors import LimitError, UsageError
 from purlin.snac.ir import Copy, PutPackets, Reduce, Ref, Schedule
 from purlin.snac.verify import check_bounds
 from purlin.snac.walk import SyncState, walk
