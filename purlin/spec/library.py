@@ -223,7 +223,8 @@ def from_size(name: str, world: int, size: int, dtype="fp32", op: str | None = N
     """Build a library collective from an nccl-tests-style ``size`` in bytes.
 
     ``op`` (default add) applies to reducing collectives only and ``root`` (default 0) to
-    rooted ones; either given where it does not apply is an error, as is a ``size`` too
+    rooted ones; either given where it does not apply is an error (except ``op="add"``,
+    the default, which callers pass for every collective alike), as is a ``size`` too
     small to give any block a byte (the message names the smallest that works).
 
     Examples
@@ -239,7 +240,7 @@ def from_size(name: str, world: int, size: int, dtype="fp32", op: str | None = N
     world = check_int("world", world, lo=1, error=SpecError)
     size = check_int("size", size, lo=0, error=SpecError)
     align = check_int("align", align, lo=1, error=SpecError)
-    if op is not None and key not in REDUCING and normalize_op(op) != "copy":
+    if op is not None and key not in REDUCING and normalize_op(op) not in ("copy", "add"):
         raise SpecError(f"op {op!r} does not apply to {key}: it is a copy collective (no "
                         f"reduction); leave op out")
     if root is not None and key not in ROOTED:
