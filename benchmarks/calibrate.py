@@ -10,17 +10,15 @@ samples (microseconds):
   own flag), time per launch vs N: the slope is one signal hop;
 - copy_engine: cudaMemcpyAsync D2D per size in a graph of 50 copies (start cost = intercept).
 
-Run: PYTHONPATH=. python3 benchmarks/calibrate.py   (about a minute on an H200)
+Run (after `pip install -e .`): python3 benchmarks/calibrate.py   (about a minute on an H200)
 """
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, median, time_graph, time_launches, write  # noqa: E402
+from gpu_common import cupy, header, median, time_graph, time_launches, write
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -31,7 +29,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import atomset, kernels
-    k = kernels.for_device(0)
+    import gpu_kernels
+    k = gpu_kernels.for_device(0)
     sms = k.sm_count
     doc = header()
     doc["atom_set"] = k.atoms.name

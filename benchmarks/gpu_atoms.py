@@ -10,17 +10,15 @@ Writes benchmarks/results/h200-atoms.json (name via --out). Summary:
 - reduce8_vs_roofline: 8-source reduce (bf16, fp32) over (bytes read + written) / best
   memcpy bandwidth, the lower of the two dtypes.
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_atoms.py
+Run (after `pip install -e .`): python3 benchmarks/gpu_atoms.py
 """
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, median, time_graph, time_launches, write  # noqa: E402
+from gpu_common import cupy, header, median, time_graph, time_launches, write
 
 MiB = 1 << 20
 
@@ -39,7 +37,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import atomset, kernels
-    k = kernels.for_device(0)
+    import gpu_kernels
+    k = gpu_kernels.for_device(0)
     sms = k.sm_count
     sizes = [int(s) * MiB for s in args.sizes_mib.split(",")]
     doc = header()

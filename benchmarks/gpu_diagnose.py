@@ -18,18 +18,18 @@ Kernel variants: run a part again with ``PURLIN_DEFINES`` set and ``--update``; 
 in ``raw`` names the defines (e.g. ``agv[PURLIN_DST_ALIGN=0]``).
 
 Writes benchmarks/results/h200-diagnose.json (machine, date, command, raw samples).
-Run: PYTHONPATH=. python3 benchmarks/gpu_diagnose.py [--only crossover,agv,ar8]
+Run (after `pip install -e .`): python3 benchmarks/gpu_diagnose.py [--only crossover,agv,ar8]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, header, least_traffic, median, memcpy_roofline, time_graph, write  # noqa: E402
-from gpu_loopback import buffers, wrong  # noqa: E402
+from gpu_common import cupy, header, least_traffic, median, memcpy_roofline, time_graph, write
+from gpu_loopback import buffers, wrong
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8
@@ -159,7 +159,8 @@ def ar8(world, cp, Policy, library) -> dict:
     for k, v in res["by_instr"].items():
         print(f"ar8 instr {k:18s} start {v['start_median_us']:6.2f} end {v['end_median_us']:6.2f} "
               f"max {v['end_max_us']:6.2f} us (n={v['n']})", flush=True)
-    empty = kernels.for_device(0).fn("empty_kernel")
+    import gpu_kernels
+    empty = gpu_kernels.for_device(0).fn("empty_kernel")
     for grid in (1, 64, 128):
         key = f"empty_grid_{grid}"
         res[key] = time_graph(lambda: empty((grid,), (atomset.THREADS,), ()), calls=128, replays=8)
@@ -265,15 +266,15 @@ def main(argv=None) -> dict:
     global WORLDS
     WORLDS = tuple(int(x) for x in args.worlds.split(","))
     cp = cupy()
+    import gpu_kernels
+    defines = gpu_kernels.interpreter_variant()   # $PURLIN_DEFINES: a kernel variant
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
     from purlin.spec import library
     world = LoopbackWorld(W)
     import json
-    import os
     from common import RESULTS
-    defines = os.environ.get("PURLIN_DEFINES", "")
-    doc = header("PYTHONPATH=. " + (f"PURLIN_DEFINES='{defines}' " if defines else "")
+    doc = header((f"PURLIN_DEFINES='{defines}' " if defines else "")
                  + "python3 benchmarks/gpu_diagnose.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = {}
     if args.update and (RESULTS / args.out).exists():   # add parts to an earlier run's file

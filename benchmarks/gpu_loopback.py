@@ -7,17 +7,15 @@ Writes benchmarks/results/h200-loopback.json. Summary:
 - loopback_ar8_8KiB_us: AllReduce W=8 8 KiB, per call in a graph of 128 calls.
 Prints nccl-tests-style tables for a size sweep (every element checked).
 
-Run: PYTHONPATH=. python3 benchmarks/gpu_loopback.py
+Run (after `pip install -e .`): python3 benchmarks/gpu_loopback.py
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import (cupy, gpu_expected, header, least_traffic, median, memcpy_roofline,  # noqa: E402
-                        nccl_table, time_graph, write)
+from gpu_common import (cupy, header, least_traffic, median, memcpy_roofline, nccl_table,
+                        time_graph, write, wrong_bytes)
 
 MiB, KiB = 1 << 20, 1 << 10
 W = 8
@@ -48,25 +46,52 @@ def poisoned_run_wrong(cp, world, sched, ins, outs) -> int:
 
 
 def wrong(cp, c, ins, outs) -> int:
-    want = gpu_expected(c, [x if x is not None else cp.zeros(0, cp.uint8) for x in ins])
-    if want is None:
-        return -1
-    return sum(int(cp.count_nonzero(o.view(cp.uint32) != e.view(cp.uint32)))
-               for o, e in zip(outs, want) if o is not None)
+    """Bytes that differ from the spec's oracle (purlin.spec.evaluate)."""
+    return wrong_bytes(c, ins, outs)
+
+
+def torch_sum_baseline(per_rank: int, memcpy_gbps: float) -> dict | None:
+    """torch.sum over W stacked fp32 inputs of ``per_rank`` bytes, in a CUDA graph: W reads
+    and one write against the memcpy roofline (None without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    x = torch.randn(W, per_rank // 4, device="cuda")
+    y = torch.empty(per_rank // 4, device="cuda")
+    fn = lambda: torch.sum(x, dim=0, out=y)   # noqa: E731
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for _ in range(8):
+                fn()
+        samples = []
+        for _ in range(6):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(s)
+            g.replay()
+            b.record(s)
+            b.synchronize()
+            samples.append(a.elapsed_time(b) * 1e3 / 8)
+    t = median(samples[1:])
+    return {"samples_us": samples, "time_us": t, "vs_roofline": (W + 1) * per_rank / memcpy_gbps / 1e3 / t}
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="h200-loopback.json")
     ap.add_argument("--large-mib", type=int, default=64)
-    ap.add_argument("--sweep", default="8K,64K,512K,4M,32M,256M")
+    ap.add_argument("--sweep", default="8K,64K,512K,4M,32M")
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
     from purlin.spec import library
     world = LoopbackWorld(W)
-    doc = header()
+    doc = header("PYTHONPATH=. python3 benchmarks/gpu_loopback.py " + " ".join(argv or sys.argv[1:]))
     raw = doc["raw"] = {"memcpy": {}, "large": {}, "ar8_8KiB": {}, "sweep": {}}
     doc["cta_budget_per_rank"] = world.cta_budget
     budget = world.cta_budget
@@ -75,9 +100,15 @@ def main(argv=None) -> dict:
     memcpy_bw, raw["memcpy"] = memcpy_roofline()
     print(f"# roofline: cudaMemcpy D2D {memcpy_bw:.0f} GB/s (read + write); CTA budget/rank {budget}")
 
+    # ---- baseline: torch.sum over the W stacked inputs (what a reduction must beat) ----
+    per_rank = args.large_mib * MiB
+    torch_sum = torch_sum_baseline(per_rank, memcpy_bw)
+    if torch_sum:
+        raw["torch_sum"] = torch_sum
+        print(f"# torch.sum over {W} stacked {args.large_mib} MiB inputs: {torch_sum['vs_roofline']:.3f} x roofline")
+
     # ---- large: the seven at >= 64 MiB per rank ----
     summary_large = {}
-    per_rank = args.large_mib * MiB
     for name in library.PURLIN_SEVEN:
         c = library.from_size(name, W, per_rank_size(name, per_rank), "fp32", seed=1)
         ins, outs = buffers(cp, c)
@@ -109,14 +140,20 @@ def main(argv=None) -> dict:
             except Exception as e:   # a policy the planner refuses: record why
                 raw["large"].setdefault(name, {})[key] = {"error": f"{type(e).__name__}: {e}"}
                 continue
-            bad = poisoned_run_wrong(cp, world, sched, ins, outs)
             t = median(samples)
             ratio = ideal_us / t
             raw["large"].setdefault(name, {})[key] = {
-                "samples_us": samples, "ctas": len(sched.programs), "wrong": bad,
-                "plan_s": plan_s, "policy": sched.policy, "vs_roofline": ratio}
-            if bad == 0 and (best is None or ratio > best[0]):
-                best = (ratio, key, t)
+                "samples_us": samples, "ctas": len(sched.programs), "wrong": None,
+                "plan_s": plan_s, "policy": sched.policy, "vs_roofline": ratio, "schedule": sched}
+        # every byte of the fastest configurations against the oracle (on the host), until one is right
+        for key, r in sorted(((k, r) for k, r in raw["large"].get(name, {}).items() if "schedule" in r),
+                             key=lambda kv: -kv[1]["vs_roofline"]):
+            r["wrong"] = poisoned_run_wrong(cp, world, r["schedule"], ins, outs)
+            if r["wrong"] == 0:
+                best = (r["vs_roofline"], key, median(r["samples_us"]))
+                break
+        for r in raw["large"].get(name, {}).values():
+            r.pop("schedule", None)
         summary_large[name] = {"vs_roofline": best[0] if best else 0.0, "config": best[1] if best else None,
                                "time_us": best[2] if best else None, "least_traffic_bytes": need,
                                "input_per_rank_max": max(c.input.nbytes(r) for r in range(W))}
@@ -199,7 +236,9 @@ def main(argv=None) -> dict:
         "loopback_ar8_8KiB_config": best_lat[1] if best_lat else None,
         "memcpy_gbps": memcpy_bw,
         "large_input_per_rank_bytes": per_rank,
-        "targets": {"loopback_large_vs_roofline": ">= 0.80", "loopback_ar8_8KiB_us": "<= 8"},
+        "torch_sum_vs_roofline": torch_sum["vs_roofline"] if torch_sum else None,
+        "targets": {"loopback_large_vs_roofline": ">= 0.92 (issue 17)", "loopback_ar8_8KiB_us": "<= 6",
+                    "reductions": ">= torch_sum_vs_roofline"},
     }
     doc["tables"] = tables
     path = write(args.out, doc)

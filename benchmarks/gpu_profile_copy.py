@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 
 import numpy as np
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-from gpu_common import cupy, time_launches  # noqa: E402
+from gpu_common import cupy, time_launches
 
 MiB = 1 << 20
 
@@ -28,7 +26,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     cp = cupy()
     from purlin.backends.gpu import atomset, kernels
-    k = kernels.for_device(0)
+    import gpu_kernels
+    k = gpu_kernels.for_device(0)
     n = args.mib * MiB
     src = cp.random.randint(0, 255, n, dtype=cp.uint8)
     dst = cp.empty(n, cp.uint8)

@@ -22,7 +22,6 @@ from pathlib import Path
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")          # the lent machines forbid NVLS
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
@@ -44,10 +43,13 @@ def main() -> None:
     import torch
     import torch.distributed as dist
 
-    from gpu_common import gpu_expected, time_graph
+    import numpy as np
+    from gpu_common import time_graph
+    from purlin.spec import evaluate
     from purlin.backends.gpu import IpcWorld
     from purlin.sim.predict import parse_size
     from purlin.spec import library
+    from purlin.topology import load_topology
 
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
@@ -60,7 +62,7 @@ def main() -> None:
              [KiB * 4 ** k for k in range(11) if KiB * 4 ** k <= max_size])
     policy = json.loads(args.policy) if args.policy else None
     fname = f"h200x{n}-collectives{'-' + args.tag if args.tag else ''}.json"
-    topo = h200_box(n)
+    topo = load_topology("hgx-h200-8", gpus=n)   # hgx-h200-8 with n of its GPUs in use
     # V splits put up to about twice the mean on one rank
     world = IpcWorld(gloo, device=local, max_nbytes=2 * max_size, staging_nbytes=256 * MiB,
                      packets_nbytes=64 * MiB, topology=topo)
@@ -88,8 +90,8 @@ def main() -> None:
             dist.barrier(gloo)
             world.run(s, x if x.size else None, y if y.size else None)
             world.synchronize()
-            want = gpu_expected(c, all_in)[rank]   # the spec, on the GPU, in rank order
-            wrong = int(cp.count_nonzero(y != want)) if y.size else 0
+            want = evaluate(c, [cp.asnumpy(a) for a in all_in])[rank]   # the spec's oracle
+            wrong = int(np.count_nonzero(cp.asnumpy(y) != want)) if y.size else 0
             ours = time_graph(lambda: world.run(s, x if x.size else None, y if y.size else None),
                               calls=_calls(size), replays=5, warmup=1)
             base = _nccl_time(torch, dist, name, c, rank, n, _calls(size))
@@ -112,18 +114,6 @@ def main() -> None:
             write(fname, doc, args.out)
     world.close()
     dist.destroy_process_group()
-
-
-def h200_box(n: int):
-    """hgx-h200-8 with only ``n`` of its GPUs in use (each keeps its own NVLink bandwidth)."""
-    import yaml
-
-    from purlin.topology import data_root, load_topology, parse_topology
-    if n == 8:
-        return load_topology("hgx-h200-8")
-    data = yaml.safe_load(data_root().joinpath("hgx-h200-8.yaml").read_text())
-    data["gpus"], data["name"] = n, f"hgx-h200-{n}of8"
-    return parse_topology(data, where=f"hgx-h200-8.yaml with {n} GPUs")
 
 
 def _calls(size: int) -> int:
@@ -236,12 +226,13 @@ def predict(argv=None) -> dict:
     from purlin.sim import simulate
     from purlin.snac import Policy, plan
     from purlin.spec import library
+    from purlin.topology import load_topology
     ap = argparse.ArgumentParser(prog="multi_gpu.py predict")
     ap.add_argument("--results", default="h200x2-collectives.json")
     args = ap.parse_args(argv)
     measured = json.loads((Path(__file__).resolve().parent / "results" / args.results).read_text())
     n = measured["world"]
-    topo = h200_box(n)
+    topo = load_topology("hgx-h200-8", gpus=n)   # hgx-h200-8 with n of its GPUs in use
     rows = []
     for r in measured["rows"]:
         c = library.from_size(r["collective"], n, r["size"], "fp32")

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from purlin.sim import simulate  # noqa: E402
-from purlin.snac import Policy, plan  # noqa: E402
-from purlin.snac.serialize import programs_digest  # noqa: E402
-from purlin.spec import library  # noqa: E402
-from purlin.topology import load_topology  # noqa: E402
+from purlin.sim import simulate
+from purlin.snac import Policy, plan
+from purlin.snac.serialize import programs_digest
+from purlin.spec import library
+from purlin.topology import load_topology
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 SEVEN = library.PURLIN_SEVEN
@@ -88,5 +86,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main()

@@ -1,146 +1,134 @@
-"""Simulator speed on this machine (issue 3, "Speed").
+"""Simulator speed against the targets of issue 20, point by point.
 
-Headline cases, each timed ``--repeats`` times on a freshly loaded topology (so route
-look-ups are paid, as a first ``purlin sim`` call pays them), planning timed apart:
+Targets (2 cores, default policy, plan + verify + simulate in one process): every library
+collective (the seven Purlin ones) at every size from 1 KiB to 1 GiB (factor 4) within
+2 s a point on gb200-nvl72, 5 s on rubin-nvl144, 30 s on rubin-ultra-nvl576; the whole
+gb200-nvl72 curve (77 points) within 180 s; at most 2 GB (peak resident set) for any
+point. Each point runs in a fresh process (``sim_point.py``): its caches and memory peak
+are its own, as a first ``purlin sim`` call's would be. A point that runs past
+``--timeout-factor`` times its target is stopped and recorded as a miss.
 
-- 8-GPU AllReduce of 1 GiB on hgx-h200-8 (target: simulation <= 2 s wall);
-- 72-GPU AllToAll of 64 MiB on gb200-nvl72 (target: <= 30 s).
+Baseline in the same run: the engine before the rack-scale work (commit 3934e54) on the
+cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB, AllToAllV 64 MiB), as a ratio.
 
-Then the cost curve: wall time vs number of instructions over several sizes, worlds
-and topologies, with a least-squares line (wall = a + b * instructions) and its R^2,
-to show the cost grows about linearly; and a stress case without symmetry (AllToAllV,
-every flow its own size, so no two events share a rate recompute). Writes
-benchmarks/results/sim_speed.json.
+Writes ``benchmarks/results/sim_speed.json``: per point the phase times, instruction,
+flow and event counts, peak memory, target and whether it was met; a ``summary``.
 
-Run: ``python benchmarks/sim_speed.py [--repeats 3] [--quick]``
+Run: ``python benchmarks/sim_speed.py [--topologies gb200-nvl72,rubin-nvl144,rubin-ultra-nvl576]
+[--quick] [--quick-for rubin-ultra-nvl576] [--timeout-factor 4] [--no-old]`` (the full run
+takes hours on 2 cores).
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-import time
+import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import write  # noqa: E402
+from common import write
+from sim_point import baseline_checkout, measure
 
-import numpy as np  # noqa: E402
-import simpy  # noqa: E402
-
-from purlin.sim import simulate  # noqa: E402
-from purlin.snac import Policy, plan  # noqa: E402
-from purlin.spec import library  # noqa: E402
-from purlin.topology import load_topology  # noqa: E402
-
-MiB, GiB = 1 << 20, 1 << 30
-HEADLINE = [  # (label, collective, size, topology, world, policy, target_s)
-    ("ar8_1GiB_hgx-h200-8", "all_reduce", GiB, "hgx-h200-8", None, None, 2.0),
-    ("a2a72_64MiB_gb200-nvl72", "all_to_all", 64 * MiB, "gb200-nvl72", None, None, 30.0),
-]
-SMALL_CHUNKS = Policy(regime="throughput", chunk_nbytes=256 << 10)
-CURVE = (
-    [(f"ag8_{s >> 20}MiB_chunk256K", "all_gather", s, "hgx-h200-8", None, SMALL_CHUNKS)
-     for s in (16 * MiB, 64 * MiB, 256 * MiB, GiB)]
-    + [(f"ar8_{s >> 20}MiB", "all_reduce", s, "hgx-h200-8", None, None)
-       for s in (64 * MiB, 256 * MiB, GiB)]
-    + [(f"a2a{w}_64MiB_loopback", "all_to_all", 64 * MiB, "h200-loopback", w, None)
-       for w in (4, 8, 16, 32)]
-    + [(f"a2a72_{s >> 20}MiB", "all_to_all", s, "gb200-nvl72", None, None)
-       for s in (16 * MiB, 256 * MiB)]
-)
-STRESS = [  # no symmetry to batch: every flow has its own size, so every event recomputes
-    ("a2av72_64MiB_gb200-nvl72", "all_to_all_v", 64 * MiB, "gb200-nvl72", None, None),
-]
+SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
+         "reduce_scatter_v", "all_to_all_v")
+SIZES = [1 << e for e in range(10, 31, 2)]          # 1 KiB .. 1 GiB, factor 4
+TARGET_S = {"gb200-nvl72": 2.0, "rubin-nvl144": 5.0, "rubin-ultra-nvl576": 30.0}
+CURVE_TARGET_S = 180.0
+MEMORY_TARGET_MB = 2048.0
+BASELINE = "3934e54"
+BASELINE_CASES = (("gb200-nvl72", "all_reduce", 1 << 30), ("gb200-nvl72", "all_to_all_v", 64 << 20),
+                  ("gb200-nvl72", "all_reduce", 64 << 10))
 
 
-def measure(label, name, size, topo_name, world, policy, repeats):
-    """Plan once per sample and simulate on a fresh topology; raw samples back."""
-    plan_s, sim_s, events, recomputes = [], [], [], []
-    for _ in range(repeats):
-        topo = load_topology(topo_name, world=world)
-        c = library.from_size(name, topo.world, size)
-        t0 = time.perf_counter()
-        schedule = plan(c, topo, policy)
-        t1 = time.perf_counter()
-        result = simulate(schedule, topo, record=False)
-        t2 = time.perf_counter()
-        plan_s.append(t1 - t0)
-        sim_s.append(t2 - t1)
-        events.append(result.stats["events"])
-        recomputes.append(result.stats["recomputes"])
-    warm0 = time.perf_counter()
-    simulate(schedule, topo, record=False)   # routes now cached on the topology
-    warm = time.perf_counter() - warm0
-    med = statistics.median(sim_s)
-    row = {"label": label, "family": f"{name}@{topo_name}", "collective": name, "bytes": size, "topology": topo_name,
-           "world": topo.world, "policy": schedule.policy,
-           "instructions": result.stats["instructions"], "flows": result.stats["flows"],
-           "events": events[0], "recomputes": recomputes[0],
-           "simulated_time_us": result.time_us, "busbw_gbps": result.busbw_gbps,
-           "plan_s": plan_s, "sim_s": sim_s, "sim_warm_s": warm,
-           "median_sim_s": med, "median_plan_s": statistics.median(plan_s),
-           "events_per_s": events[0] / med, "us_per_instruction": med / result.stats["instructions"] * 1e6}
-    print(f"{label:>28}: {row['instructions']:>7} instrs {row['events']:>8} events  "
-          f"plan {row['median_plan_s']:.3f} s  sim {med:.3f} s (warm {warm:.3f} s)  "
-          f"{row['events_per_s']:,.0f} ev/s  busbw {row['busbw_gbps']:.1f} GB/s")
-    return row
+def run_targets(topologies: list[str], sizes: dict[str, list[int]], factor: float,
+                longest: float) -> list[dict]:
+    rows = []
+    for topo in topologies:
+        target = TARGET_S[topo]
+        for name in SEVEN:
+            for size in sizes[topo]:
+                m = measure({"topology": topo, "collective": name, "size": size},
+                            timeout_s=min(factor * target, longest))
+                ok = "error" not in m
+                row = {"topology": topo, "collective": name, "size": size, "target_s": target, **m,
+                       "within_target": ok and m["total_s"] <= target and m["rss_peak_mb"] <= MEMORY_TARGET_MB}
+                rows.append(row)
+                print(f"{topo:>18} {name:>16} {size:>11}: "
+                      + (m["error"] if not ok else
+                         f"{m['total_s']:7.2f} s (plan {m['plan_s']:.2f} verify {m['verify_s']:.2f} "
+                         f"sim {m['sim_s']:.2f})  {m['instructions']:>9} instrs  {m['rss_peak_mb']:6.0f} MB"
+                         + ("" if row["within_target"] else "  MISS")), flush=True)
+    return rows
 
 
-def linear_fit(rows):
-    x = np.array([r["instructions"] for r in rows], dtype=float)
-    y = np.array([r["median_sim_s"] for r in rows])
-    b, a = np.polyfit(x, y, 1)
-    pred = a + b * x
-    r2 = 1.0 - float(((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum())
-    per = y / x * 1e6
-    return {"intercept_s": float(a), "slope_us_per_instruction": float(b * 1e6), "r2": r2,
-            "us_per_instruction_min": float(per.min()), "us_per_instruction_max": float(per.max()),
-            "points": [[int(xi), float(yi)] for xi, yi in zip(x, y)]}
+def run_baseline(rows: list[dict], timeout_s: float) -> list[dict]:
+    old_root = baseline_checkout(BASELINE, Path(tempfile.gettempdir()) / "purlin-baseline")
+    out = []
+    for topo, name, size in BASELINE_CASES:
+        point = {"topology": topo, "collective": name, "size": size}
+        new = next((r for r in rows if (r["topology"], r["collective"], r["size"]) == (topo, name, size)
+                    and "error" not in r), None) or measure(point, timeout_s=timeout_s)
+        old = measure(point, root=old_root, timeout_s=timeout_s)
+        row = {**point, "new": new, "old": old}
+        if "error" not in old and "error" not in new:
+            row["speedup"] = {ph: old[f"{ph}_s"] / new[f"{ph}_s"] for ph in ("plan", "verify", "sim", "total")}
+            row["memory_ratio"] = old["rss_peak_mb"] / new["rss_peak_mb"]
+            row["same_time_us"] = abs(old["time_us"] / new["time_us"] - 1) < 5e-3
+        out.append(row)
+        print(f"baseline {topo} {name} {size}: "
+              + (f"old {old['total_s']:.1f} s / new {new['total_s']:.1f} s = x{row['speedup']['total']:.1f}"
+                 if "speedup" in row else f"old: {old.get('error')}"), flush=True)
+    return out
+
+
+def summarize(rows: list[dict], baseline: list[dict]) -> dict:
+    out: dict = {}
+    for topo in sorted({r["topology"] for r in rows}):
+        rs = [r for r in rows if r["topology"] == topo]
+        done = [r for r in rs if "error" not in r]
+        out[topo] = {"target_s": TARGET_S[topo], "points": len(rs),
+                     "within_target": sum(r["within_target"] for r in rs),
+                     "max_total_s": max((r["total_s"] for r in done), default=None),
+                     "max_rss_mb": max((r["rss_peak_mb"] for r in done), default=None),
+                     "curve_total_s": sum(r["total_s"] for r in done),
+                     "misses": [(r["collective"], r["size"], r.get("error") or round(r["total_s"], 2))
+                                for r in rs if not r["within_target"]]}
+    if "gb200-nvl72" in out:
+        g = out["gb200-nvl72"]
+        g["curve_target_s"] = CURVE_TARGET_S
+        g["curve_within_target"] = (g["points"] == len(SEVEN) * len(SIZES)
+                                    and all("error" not in r for r in rows if r["topology"] == "gb200-nvl72")
+                                    and g["curve_total_s"] <= CURVE_TARGET_S)
+    out["memory_target_mb"] = MEMORY_TARGET_MB
+    out["baseline"] = [{k: b[k] for k in ("topology", "collective", "size")} | {
+        "speedup": b.get("speedup"), "memory_ratio": b.get("memory_ratio"), "same_time_us": b.get("same_time_us"),
+        "old_total_s": b["old"].get("total_s"), "new_total_s": b["new"].get("total_s")} for b in baseline]
+    out["note"] = ("total_s = plan + verify + simulate (default policy, check=False then verify); each point "
+                   "in a fresh process; rss_peak_mb is the process's peak resident set")
+    return out
 
 
 def main() -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="headline cases only")
+    ap.add_argument("--topologies", default=",".join(TARGET_S))
+    ap.add_argument("--quick", action="store_true", help="sizes 1 KiB, 64 KiB, 4 MiB, 256 MiB only")
+    ap.add_argument("--quick-for", default="", help="topologies (comma-separated) measured at those sizes only")
+    ap.add_argument("--no-old", action="store_true", help="skip the baseline engine")
+    ap.add_argument("--timeout-factor", type=float, default=4.0,
+                    help="stop a point after this many times its target")
+    ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
     args = ap.parse_args()
-    head = [measure(label, n, s, t, w, p, args.repeats) | {"target_s": target,
-                                                            "within_target": None}
-            for label, n, s, t, w, p, target in HEADLINE]
-    for row in head:
-        row["within_target"] = row["median_sim_s"] <= row["target_s"]
-    curve = [] if args.quick else [measure(*case, max(1, args.repeats - 1)) for case in CURVE]
-    stress = [] if args.quick else [measure(*case, 1) for case in STRESS]
-    fit = linear_fit(curve) if len(curve) >= 3 else None
-    if fit:  # the same line within each family (one collective/topology, size or world varied)
-        families: dict[str, list] = {}
-        for row in curve:
-            families.setdefault(row["family"], []).append(row)
-        fit["families"] = {k: linear_fit(v) for k, v in families.items() if len(v) >= 3}
-    summary = {
-        "ar8_1GiB_sim_s": head[0]["median_sim_s"], "ar8_1GiB_plan_s": head[0]["median_plan_s"],
-        "ar8_1GiB_events_per_s": head[0]["events_per_s"], "ar8_target_s": 2.0,
-        "a2a72_64MiB_sim_s": head[1]["median_sim_s"], "a2a72_64MiB_plan_s": head[1]["median_plan_s"],
-        "a2a72_64MiB_events_per_s": head[1]["events_per_s"], "a2a72_target_s": 30.0,
-        "all_within_target": all(r["within_target"] for r in head),
-        "curve_linear_fit": fit,
-        "stress_a2av72_64MiB_sim_s": stress[0]["median_sim_s"] if stress else None,
-        "note": "sim_s excludes planning; each sample loads the topology afresh (route look-ups "
-                "paid); sim_warm_s reuses it. events = simpy events scheduled.",
-    }
-    path = write("sim_speed.json", {"summary": summary,
-                                    "versions": {"simpy": simpy.__version__, "numpy": np.__version__},
-                                    "headline": head, "curve": curve,
-                                    "stress": stress})
+    topologies = [t for t in args.topologies.split(",") if t]
+    quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
+    sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
+    rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout)
+    baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
+    summary = summarize(rows, baseline)
+    path = write("sim_speed.json", {"summary": summary, "points": rows, "baseline": baseline})
     print(f"wrote {path}")
     return summary
 
 
 if __name__ == "__main__":
     s = main()
-    print({k: v for k, v in s.items() if k != "curve_linear_fit"})
-    if s["curve_linear_fit"]:
-        f = s["curve_linear_fit"]
-        print(f"curve: wall = {f['intercept_s']:.3f} s + {f['slope_us_per_instruction']:.1f} us x "
-              f"instructions, R^2 = {f['r2']:.3f}")
+    for k, v in s.items():
+        if isinstance(v, dict):
+            print(k, {x: y for x, y in v.items() if x != "misses"})

@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, header, write  # noqa: E402
+from common import RESULTS, header, write
 
-from purlin.spec import library  # noqa: E402
+from purlin.sim.validation import microbenchmark_check
+from purlin.spec import library
 
 SIZES = [4096 * 4 ** k for k in range(10)]          # 4 KiB .. 1 GiB
 WORLDS = (2, 4, 8)
@@ -170,57 +169,14 @@ def predict(raw_path: Path, calibration: str = "h200") -> dict:
         by[key] = {k: statistics.median(v) for k, v in groups.items()}
     summary["median_abs_err_by"] = by
     summary["traces"] = traces
-    summary["microbenchmarks"] = microbenchmark_check(calibration)
+    ex = json.loads((RESULTS / "h200-executor-calibration-raw.json").read_text())
+    summary["microbenchmarks"] = microbenchmark_check(ex, calibration)
     out = write("h200-validation.json", {"summary": summary, "measured_on": {k: raw[k] for k in ("machine", "date", "command", "gpu", "memcpy_gbps")},
                                          "points": points})
     _plot(points, RESULTS / "h200-validation.png")
     print(f"median |err| {summary['median_abs_err']:.3f}  max |err| {summary['max_abs_err']:.3f}  "
           f"over {len(points)} points -> {out}")
     return summary
-
-
-def microbenchmark_errors(calibration: str = "h200") -> dict[tuple, float]:
-    """The simulator against the executor microbenchmarks (calibrate_executor.py cases):
-    (case, params) -> relative error of the predicted time."""
-    import calibrate_executor as ce
-
-    from purlin.sim import simulate
-    from purlin.topology import load_topology
-    measured = ce.measured(json.loads((RESULTS / "h200-executor-calibration-raw.json").read_text()))
-    topo = load_topology("h200-loopback", world=1)
-    errs = {}
-    for name, params, s in ce.CASES:
-        key = ce.case_key(name, params)
-        if key in measured:
-            errs[key] = (simulate(s, topo, calibration, record=False).time_us - measured[key]) / measured[key]
-    return errs
-
-
-def held_out(errs: dict) -> list[float]:
-    """Push/unpack pairs the fit does not use: the single pairs but the largest."""
-    pk = [(dict(p)["k"], dict(p)["n"], e) for (name, p), e in errs.items() if name == "packets"]
-    big = max(n for k, n, _ in pk if k == 1)
-    return [e for k, n, e in pk if k == 1 and n != big]
-
-
-def known_gaps(errs: dict) -> dict:
-    """Packet reduces the model does not capture: payloads past one pass of the CTA's
-    threads (8 KiB of 8 sources: an L2-resident reduce writes faster than the HBM-loaded
-    rate the model charges)."""
-    return {(name, p): e for (name, p), e in errs.items()
-            if name == "pkt_reduce" and dict(p)["n"] > 4096}
-
-
-def microbenchmark_check(calibration: str = "h200") -> dict:
-    errs = microbenchmark_errors(calibration)
-    gaps = known_gaps(errs)
-    rest = [abs(e) for k, e in errs.items() if k not in gaps]
-    return {"cases": len(errs), "median_abs_err": statistics.median(rest),
-            "median_abs_err_all": statistics.median(abs(e) for e in errs.values()),
-            "max_abs_err": max(rest),
-            "held_out_max_abs_err": max(abs(e) for e in held_out(errs)),
-            "known_gaps": {f"{name} {dict(params)}": e for (name, params), e in gaps.items()},
-            "errors": {f"{name} {dict(params)}": e for (name, params), e in errs.items()}}
 
 
 def _side_by_side(s, r, p) -> dict:

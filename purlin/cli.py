@@ -35,6 +35,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
+    """``purlin plan`` (or ``verify``): plan one collective, print its summary, write JSON on
+    request."""
     from purlin.snac import plan
     from purlin.snac.limits import (DEFAULT_MAX_INSTRUCTIONS, DEFAULT_MAX_MEMORY_NBYTES,
                                     check_plan_size, library_lower_bound, max_blocks_for)
@@ -73,6 +75,7 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every ``purlin`` verb."""
     ap = argparse.ArgumentParser(prog="purlin", description="Design, simulate and run GPU collectives "
                                  "(Purlin: SNAC planner, simpy model, cupy Atoms).")
     ap.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bytes", "-b", default="1M", help="nccl-tests size, e.g. 64K")
         _common(p)
     _add_sim_verbs(sub)
+    _add_workload_verb(sub)
     return ap
 
 
@@ -104,6 +108,9 @@ def _add_sim_verbs(sub) -> None:
     p.add_argument("--try", dest="tries", action="append", metavar="KEY=VALUE[,...]",
                    help="a policy to try (repeat); default: every regime")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on a Dask cluster: its scheduler's address, e.g. tcp://host:8786 "
+                        "(pip install -e '.[dask]')")
     p.add_argument("--table", metavar="FILE", help="write the best-policy table (planner input)")
     p.add_argument("--plot", metavar="FILE")
     p.add_argument("--json", metavar="FILE")
@@ -113,6 +120,8 @@ def _add_sim_verbs(sub) -> None:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
+    """``purlin sim``: predict collectives over sizes, print nccl-tests-style tables, write
+    plots/traces on request."""
     from purlin.sim import format_table, plot_bandwidth, plot_timeline, predict, simulate_collective
     from purlin.sim.calibration import load_calibration
     from purlin.sim.predict import check_points
@@ -154,6 +163,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``purlin sweep``: simulate policies x sizes x topologies and print the best policy per
+    size band."""
     from purlin.check import check_int
     from purlin.sim import sweep
     from purlin.snac.policy import Policy
@@ -166,7 +177,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     tries = ca.tries_option(args.tries) or [Policy(regime=r) for r in ("latency", "throughput", "direct")]
     workers = None if args.workers is None else check_int("--workers", args.workers, lo=1)
     res = sweep(names, sizes, topos, tries, dtype=dtype, op=op, plot=args.plot,
-                max_workers=workers)
+                max_workers=workers, scheduler=ca.scheduler_option(args.scheduler))
     print(res.table())
     tables = [res.best_policy_table(t, c) for t in topos for c in names]
     for tb in tables:
@@ -183,7 +194,56 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_workload_verb(sub) -> None:
+    from purlin.workload.config import PHASES
+    from purlin.workload.presets import PRESETS
+    p = sub.add_parser("workload", help="predict the collectives of a model's inference step, "
+                                         "per kind, against an NCCL-like ring baseline")
+    p.add_argument("preset", help=f"model shape: {', '.join(PRESETS)}")
+    p.add_argument("--topology", "-t", action="append", required=True,
+                   help="topology name or YAML path; repeat to compare side by side")
+    p.add_argument("--phase", choices=PHASES, default="decode")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="tokens per tensor-parallel group (default: decode 128, prefill 4096)")
+    p.add_argument("--dedupe", action="store_true",
+                   help="MoE dispatch: one copy per token per destination GPU")
+    p.add_argument("--seed", type=int, default=0, help="seed of the drawn MoE routing")
+    p.add_argument("--no-baseline", action="store_true", help="skip the NCCL-like ring baseline")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes simulating the distinct collectives (default: all cores)")
+    p.add_argument("--calibration", help="GPU kind or calibration JSON (default: the topology's)")
+    p.add_argument("--plot", metavar="FILE", help="stacked bars per topology (PNG)")
+    p.add_argument("--json", metavar="FILE", help="write the predictions as JSON")
+    p.set_defaults(func=cmd_workload)
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    """``purlin workload``: predict a preset model step on each topology."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from contextlib import nullcontext
+
+    from purlin import workload
+    if args.workers is not None and args.workers < 1:
+        raise PurlinError(f"--workers {args.workers}: give at least 1")
+    config = workload.preset(args.preset, args.phase, args.tokens, dedupe=args.dedupe,
+                             seed=args.seed)
+    policies = {"default": None} if args.no_baseline else None
+    workers = args.workers or os.cpu_count() or 1
+    with (ProcessPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+        preds = workload.predict_steps(config, args.topology, policies, executor=pool,
+                                       calibration=args.calibration)
+    print(workload.format_table(preds))
+    if args.json:
+        workload.to_json(preds, args.json)
+    if args.plot:
+        workload.plot_steps(preds, args.plot)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``purlin`` command line; returns the exit status (2 on a PurlinError, printed as
+    one line)."""
     ap = build_parser()
     args = ap.parse_args(argv)          # argparse's own usage errors exit 2 here
     try:

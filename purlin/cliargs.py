@@ -19,6 +19,7 @@ OUTPUTS = ("json", "plot", "table", "trace", "gantt")
 
 
 def warn(verb: str, message: str) -> None:
+    """A harmless mismatch, said on stderr (the run goes on)."""
     print(f"purlin {verb}: warning: {message}", file=sys.stderr)
 
 
@@ -41,6 +42,7 @@ def size_option(option: str, text: str) -> int:
 
 
 def sizes_option(option: str, text: str) -> list[int]:
+    """A sizes option (``--sizes 1K:1G``), its error naming the option."""
     from purlin.sim.predict import parse_sizes
     try:
         return parse_sizes(text)
@@ -57,6 +59,7 @@ def _inner(msg: str, word: str, text: str) -> str:
 
 
 def collective_names(names: Sequence[str]) -> list[str]:
+    """Library names, canonical; at least one."""
     from purlin.spec import library
     if not names:
         raise UsageError("no collective given; choose from " + ", ".join(library.ALL))
@@ -112,6 +115,7 @@ def root_option(verb: str, root: int | None, collectives: Sequence[str], world: 
 
 
 def world_option(args: argparse.Namespace) -> int | None:
+    """``--world`` as a rank count, or None when not given."""
     if getattr(args, "world", None) is None:
         return None
     return check_int("--world", args.world, lo=1, fix="it is a rank count")
@@ -152,6 +156,7 @@ def limits_option(args: argparse.Namespace) -> dict[str, int | None]:
 
 
 def ctas_option(args: argparse.Namespace) -> int:
+    """``--ctas``: the CTA budget per rank, in 1..65536."""
     return check_int("--ctas", args.ctas, lo=1, hi=1 << 16, fix="it is the CTA budget per rank")
 
 
@@ -227,7 +232,17 @@ def tries_option(texts: Sequence[str] | None) -> list:
     return out
 
 
+def scheduler_option(text: str | None) -> str | None:
+    """``--scheduler ADDRESS`` checked for form (scheme, host, port) before anything runs;
+    whether a scheduler answers is :func:`purlin.sim.sweep.connect`'s, with a short timeout."""
+    if text is None:
+        return None
+    from purlin.sim.sweep import check_scheduler_address
+    return check_scheduler_address(text, "--scheduler")
+
+
 def list_option(option: str, text: str) -> list[str]:
+    """A comma list that names at least one thing (``-T ','`` runs nothing: an error)."""
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise fail(option, text, "names nothing, so there is nothing to run",
@@ -236,6 +251,7 @@ def list_option(option: str, text: str) -> list[str]:
 
 
 def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """``--max-instructions`` and ``--max-memory``, the limits a plan is refused past."""
     p.add_argument("--max-instructions", type=int, default=None, metavar="N",
                    help="refuse plans estimated past N instructions (default 2097152)")
     p.add_argument("--max-memory", default=None, metavar="SIZE",

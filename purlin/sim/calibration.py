@@ -9,15 +9,18 @@ refit from microbenchmarks is a new file, not an edit. A file lives at
       "gpu_kind": "h200",
       "source": "what the file as a whole rests on",
       "parameters": {
-        "launch_us":  {"value": 2.5, "provenance": "prior", "source": "FACTS.md ..."},
+        "launch_us":  {"value": 2.5, "provenance": "prior", "source": "docs/sources.md ..."},
         "sm.cta_local_gbps": {"value": 23.0, "provenance": "measured", "source": "..."},
         ...
       }
     }
 
 Keys are the dotted names of :data:`PARAMETERS` (one per field of
-:class:`Calibration`, atoms as ``<atom>.<field>``); ``provenance`` is one of
-:data:`PROVENANCES`. Every key must be present, none may be unknown, values are
+:class:`Calibration`, atoms as ``<atom>.<field>``, except :data:`EXECUTOR`); ``provenance``
+is one of :data:`PROVENANCES`. The :data:`EXECUTOR` fields (how many signals or
+PutPackets the kernel batches, how it aligns copies) are facts of the executor's kernel,
+not measurements: they come from :mod:`purlin.snac.kernel_constants`, the one module the
+CUDA source is generated from, and a file that sets one is refused. Every key must be present, none may be unknown, values are
 finite and >= 0 (rates and efficiencies > 0). A bad file raises
 :class:`CalibrationError` naming the file and the field.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from purlin.errors import TopologyError
+from purlin.snac import kernel_constants as _kc
 
 SCHEMA_VERSION = 1
 ATOM_KINDS = ("sm", "tma", "ce", "switch")
@@ -227,7 +231,12 @@ _TOP = ("launch_us", "launch_grid_us", "launch_per_cta_us", "signal_latency_us",
         "copy_align_bytes", "copy_align_min_bytes", "hbm_efficiency", "hbm_knee", "l2_resident_mib", "l2_speedup",
         "l2_reduce_speedup", "link_efficiency")
 _ATOM_FIELDS = tuple(f.name for f in fields(AtomCost))
-PARAMETERS: tuple[str, ...] = _TOP + tuple(f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
+EXECUTOR: dict[str, float] = {"packet_batch": float(_kc.PACKET_BATCH), "signal_batch": float(_kc.SIGNAL_BATCH),
+                              "copy_align_bytes": float(_kc.COPY_ALIGN_BYTES),
+                              "copy_align_min_bytes": float(_kc.COPY_ALIGN_MIN_BYTES)}
+"""Fields set by the executor's kernel (:mod:`purlin.snac.kernel_constants`), not by files."""
+PARAMETERS: tuple[str, ...] = tuple(k for k in _TOP if k not in EXECUTOR) + tuple(
+    f"{a}.{f}" for a in ATOM_KINDS for f in _ATOM_FIELDS)
 """Every key a calibration file must give, in file order."""
 _POSITIVE = ({"hbm_efficiency", "link_efficiency", "l2_speedup", "l2_reduce_speedup"}
              | {k for k in PARAMETERS if k.endswith(("_gbps", "_efficiency"))})
@@ -252,7 +261,7 @@ def _sane_range(key: str) -> tuple[float, float]:
             "copy_align_min_bytes": (0.0, float(1 << 40))}[key]
 
 
-RANGES: dict[str, tuple[float, float]] = {k: _sane_range(k) for k in PARAMETERS}
+RANGES: dict[str, tuple[float, float]] = {k: _sane_range(k) for k in (*PARAMETERS, *EXECUTOR)}
 """Sane range of every calibration parameter, by dotted key (:func:`_sane_range`)."""
 
 
@@ -267,9 +276,11 @@ def to_values(cal: Calibration) -> dict[str, float]:
 
 def from_values(values: Mapping[str, float], gpu_kind: str, source: str = "<code>",
                 provenance: dict | None = None, where: str = "<code>") -> Calibration:
-    """Build and validate a Calibration from flat dotted values."""
-    _check_keys(where, set(values))
+    """Build and validate a Calibration from flat dotted values (the :data:`EXECUTOR`
+    fields default to the kernel's constants; a what-if may set them)."""
+    _check_keys(where, set(values) - set(EXECUTOR))
     vals = {k: _check_value(where, k, values[k]) for k in PARAMETERS}
+    vals.update({k: _check_value(where, k, values.get(k, v)) for k, v in EXECUTOR.items()})
     atoms = {a: AtomCost(**{f: vals[f"{a}.{f}"] for f in _ATOM_FIELDS}) for a in ATOM_KINDS}
     return Calibration(gpu_kind=gpu_kind, source=source, provenance=dict(provenance or {}),
                        path=where, **{k: vals[k] for k in _TOP}, **atoms)
@@ -305,6 +316,11 @@ def parse_calibration(data: Any, where: str = "<dict>") -> Calibration:
     params = data.get("parameters")
     if not isinstance(params, dict):
         raise CalibrationError(f"{where}: parameters: missing or not an object")
+    for key in EXECUTOR:
+        if key in params:
+            raise CalibrationError(f"{where}: parameters.{key}: the executor's kernel sets it "
+                                   f"(purlin.snac.kernel_constants), not a calibration file: "
+                                   f"remove it")
     _check_keys(where, set(params))
     values, prov = {}, {}
     for key in PARAMETERS:
@@ -332,6 +348,8 @@ def to_dict(cal: Calibration) -> dict:
     """The file form of ``cal`` (inverse of :func:`parse_calibration`)."""
     params = {}
     for key, v in to_values(cal).items():
+        if key in EXECUTOR:
+            continue
         p = cal.provenance.get(key, {"provenance": "assumption", "source": "set in code"})
         params[key] = {"value": v, "provenance": p["provenance"], "source": p["source"]}
     return {"schema_version": SCHEMA_VERSION, "gpu_kind": cal.gpu_kind, "source": cal.source,
@@ -434,6 +452,6 @@ def _check_value(where: str, key: str, v: Any) -> float:
     return float(v)
 
 
-__all__ = ["ATOM_KINDS", "AtomCost", "Calibration", "CalibrationError", "PARAMETERS",
+__all__ = ["ATOM_KINDS", "AtomCost", "Calibration", "CalibrationError", "EXECUTOR", "PARAMETERS",
            "PROVENANCES", "available_calibrations", "from_values", "load_calibration",
            "parse_calibration", "to_dict", "to_values"]

@@ -1,7 +1,8 @@
-"""The discrete-event engine: one simpy process per (rank, cta) walking its program.
+"""The discrete-event engine: one process per (rank, cta) walking its program.
 
-Data instructions become flows in a :class:`~purlin.sim.fluid.FluidModel`; the engine
-owns the glue between simpy time and the fluid model:
+Each CTA is a generator that yields how long it sleeps (or ``None`` while it waits for a
+flow, a flag or packets); :class:`~purlin.sim.clock.Clock` runs them. Data instructions
+become flows in a :class:`~purlin.sim.fluid.FluidModel`; the engine owns the glue:
 
 - starting or ending a flow marks the rates dirty and schedules one *settle* at the
   current time, after every event already queued for that time, so a burst of flows
@@ -13,54 +14,50 @@ Signals are monotonic per (rank, signal): ``Notify`` costs the notifier the rele
 fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path latency
 later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Up to
 ``signal_batch`` Notifies (Waits) in a row are one batch, as the executor runs them: one
-fence (one poll) for all. Packets land with their
-flag, so ``WaitPackets`` wakes when every byte of its window has arrived with its value;
-one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes on the first
-packets, and that read ends no earlier than its last packet lands. A reader that had to
-wait for its last packets has them ``packet_poll_us`` after they land.
+fence (one poll) for all. A flag is not an event: its landing (time, seq) is filed when
+it is issued, a Wait compares it with the time it looks (a flag landing at that very
+time counts if its seq is the smaller, as its landing event would have run first), and
+only a CTA that must wait for it gets an entry, filed under the flag's seq. Packets land
+with their flag, so ``WaitPackets`` wakes when every byte of its window has arrived with
+its value; one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes
+on the first packets, and that read ends no earlier than its last packet lands. A reader
+that had to wait for its last packets has them ``packet_poll_us`` after they land.
 
 What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
 doubling of the CTAs on its GPU that use packets (after any wait: its polls are slower,
 so waiting does not hide them); a Copy whose destination the executor
-aligns first (:func:`_aligns_first`) pays ``copy_head_us``.
+aligns first (:func:`_aligns_first`) pays ``copy_head_us``; an instruction off the 16-byte
+grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 """
 from __future__ import annotations
 
-import bisect
 import math
 import time
+from bisect import bisect_left
 from collections import Counter, defaultdict
-from typing import Any, Callable
+from typing import Any
 
-from purlin.errors import BackendUnavailable, Deadlock, ScheduleError
+from purlin.errors import Deadlock, ScheduleError
+from purlin.sim import tails
 from purlin.sim.calibration import Calibration, load_calibration
+from purlin.sim.clock import Clock
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.checks import check_args
+from purlin.sim.packets import Overlapping, PacketEvents, PacketTimes, fused_positions, uses_packets
 from purlin.sim.result import SimResult
-from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, fused_read,
-                            sources)
 from purlin.snac.bind import bind_topology
+from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, sources
 from purlin.topology import Topology
 
-try:
-    import simpy
-    from simpy.core import NORMAL
-    from simpy.events import Event
-except ImportError:  # pragma: no cover - simpy is a declared dependency
-    simpy = None
-
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
+_KEY = 1 << 32   # flags are keyed rank * _KEY + signal
 
 
 def _reads_packets(ins) -> bool:
     return any(r.buffer == "packets" for r in sources(ins))
-
-
-def _uses_packets(ins) -> bool:
-    return isinstance(ins, (PutPackets, WaitPackets)) or _reads_packets(ins)
 
 
 def _aligns_first(ins: Copy, cal: Calibration) -> bool:
@@ -114,14 +111,16 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     >>> r.time_us > 0 and r.busbw_gbps <= 100.0
     True
     """
-    if simpy is None:
-        raise BackendUnavailable("the simulator needs simpy: pip install simpy")
     check_args(schedule, calibration, record)   # types, before any work (purlin.sim.checks)
     topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
     wall = time.perf_counter()
-    run = _Run(schedule, topo, cal, record)
-    run.go()
+    try:
+        run = _Run(schedule, topo, cal, record, PacketTimes)
+        run.go()
+    except Overlapping:   # puts of one tag overlap: land packets event by event
+        run = _Run(schedule, topo, cal, record, PacketEvents)
+        run.go()
     return run.result(time.perf_counter() - wall)
 
 
@@ -142,218 +141,253 @@ def _footprint(s: Schedule, topology: Topology) -> dict[str, int]:
     return out
 
 
+class _Cta:
+    """One CTA: its program, its generator, where it is, and when (which seq) it got
+    to the present time."""
+
+    __slots__ = ("prog", "gen", "pc", "arr")
+
+    def __init__(self, prog: Program):
+        self.prog, self.gen, self.pc, self.arr = prog, None, 0, 0
+
+
 class _Run:
     """State of one simulated call."""
 
     def __init__(self, schedule: Schedule, topology: Topology, cal: Calibration,
-                 record: bool) -> None:
+                 record: bool, packets: type = PacketTimes) -> None:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
-        self.env = simpy.Environment()
+        self.clock = Clock()
         self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
         # CTAs on each rank's GPU that push or read packets: their polling crowds a packet
         # read (a cost per doubling, from CTAs sharing one GPU)
-        per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in schedule.programs
-                          if any(_uses_packets(i) for i in p.instrs))
+        per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in schedule.programs if uses_packets(p.instrs))
         self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
-        self.signals: list[dict[int, int]] = [defaultdict(int) for _ in range(schedule.world)]
-        self.waiters: dict[tuple[int, int], list] = defaultdict(list)
-        self.packets: dict[tuple[int, int], list[list[int]]] = defaultdict(list)
-        self.begun: dict[tuple[int, int], list[list[int]]] = defaultdict(list)   # first bytes visible
-        self.packet_waiters: dict[int, list] = defaultdict(list)
+        # flags: key -> ([values], [landing times], [seqs]) in the order issued
+        self.flags: dict[int, tuple[list[int], list[float], list[int]]] = {}
+        self.waiters: dict[int, list[tuple[int, _Cta]]] = {}
+        self.packets = packets(self.clock, self._wake)
         self.meta: dict[int, tuple] = {}
         self.records: list[tuple] = []
-        self.pc: dict[tuple[int, int], int] = {}
+        self.ctas: list[_Cta] = []
         self.end_us = 0.0
         self.last_store_us = 0.0
         self.flows = 0
         self._settle_pending = False
         self._gen = 0
+        self._timer_at = float("inf")
 
-    # ---- scheduling helpers ------------------------------------------------------------
-    def _at(self, delay_us: float, fn: Callable, *args: Any) -> None:
-        """Call ``fn(*args)`` ``delay_us`` from now (an event with a callback, no process)."""
-        ev = Event(self.env)
-        ev._ok, ev._value = True, None
-        ev.callbacks.append(lambda _e: fn(*args))
-        self.env.schedule(ev, NORMAL, delay_us)
+    # ---- driving the CTAs -------------------------------------------------------------
+    def _resume(self, c: _Cta) -> None:
+        c.arr = self.clock.cur
+        try:
+            dt = c.gen.send(None)
+        except StopIteration:
+            return
+        if dt is not None:
+            self.clock.at(dt, self._resume, c)
 
-    def _done(self, ev: Event) -> None:
-        ev._ok, ev._value = True, None
-        self.env.schedule(ev, NORMAL, 0.0)
+    def _wake(self, c: _Cta) -> None:
+        """A CTA waited for something that has now happened: it goes on after whatever
+        is already due at this time (as a simpy process triggered here would)."""
+        self.clock.at(0.0, self._resume, c)
 
     # ---- the fluid glue -----------------------------------------------------------------
-    def _begin_flow(self, spec: FlowSpec, nbytes: int, ev: Event, pkt: tuple | None) -> None:
+    def _begin_flow(self, arg: tuple) -> None:
+        spec, nbytes, c, pkt = arg
         if nbytes <= 0:
-            self._end_flow(spec, ev, pkt)
+            self._end_flow(spec, c, pkt)
             return
-        self.model.advance(self.env.now)
+        self.model.advance(self.clock.now)
         slot = self.model.add(spec.resources, spec.weights, spec.cap_Bpus, nbytes)
-        self.meta[slot] = (spec, ev, pkt)
+        self.meta[slot] = (spec, c, pkt)
         if pkt is not None:   # a fused reader may start on the first packets
-            self._at(spec.post_us, self._land_packets, *pkt, False)
+            self.packets.begin(pkt, self.clock.now + spec.post_us, self.clock.draw())
         self.flows += 1
-        self._dirty()
+        self._changed()
 
-    def _end_flow(self, spec: FlowSpec, ev: Event, pkt: tuple | None) -> None:
-        now = self.env.now
+    def _end_flow(self, spec: FlowSpec, c: _Cta, pkt: tuple | None) -> None:
+        now = self.clock.now
         if pkt is not None:
-            self._at(spec.post_us, self._land_packets, *pkt)
+            self.packets.end(pkt, now + spec.post_us, self.clock.draw())
         elif now + spec.post_us > self.last_store_us:
             self.last_store_us = now + spec.post_us
-        self._done(ev)
+        self._wake(c)
 
-    def _dirty(self) -> None:
-        if not self._settle_pending:
+    def _changed(self) -> None:
+        """Flows started or ended now. Where the exact shortcut applies (no bottleneck
+        changed) the rates are settled at once; otherwise one settle runs after
+        everything else due now, so flows starting together cost one recompute."""
+        if self._settle_pending:
+            return
+        if self.model.try_shortcut():
+            self._arm()
+        else:
             self._settle_pending = True
-            self._at(0.0, self._settle)
+            self.clock.at(0.0, self._settle)
 
-    def _settle(self) -> None:
+    def _settle(self, _: Any = None) -> None:
         self._settle_pending = False
-        self.model.advance(self.env.now)
+        self.model.advance(self.clock.now)
         self.model.recompute()
+        self._timer_at = float("inf")   # rates changed: the next finish is re-armed
+        self._arm()
+
+    def _arm(self) -> None:
+        """Keep one timer at the next completion (a later one makes it stale)."""
         t = self.model.next_finish_us()
-        if t != float("inf"):
+        if t < self._timer_at:
+            self._timer_at = t
             self._gen += 1
-            self._at(max(t - self.env.now, 0.0), self._timer, self._gen)
+            self.clock.at(max(t - self.clock.now, 0.0), self._timer, self._gen)
 
     def _timer(self, gen: int) -> None:
         if gen != self._gen:
             return  # a later settle replaced this timer
-        now = self.env.now
+        now = self.clock.now
+        self._timer_at = float("inf")
         self.model.advance(now)
         for slot in self.model.pop_finished(TIME_EPS_US + abs(now) * 1e-12):
             self._end_flow(*self.meta.pop(slot))
-        self._dirty()
+        self._changed()
 
-    # ---- signals and packets -------------------------------------------------------------
-    def _land_signal(self, rank: int, signal: int, value: int) -> None:
-        flags = self.signals[rank]
-        if value <= flags[signal]:
-            return
-        flags[signal] = value
-        waiting = self.waiters.get((rank, signal))
+    # ---- signals ------------------------------------------------------------------------
+    def _notify(self, rank: int, ins: Notify) -> None:
+        land = self.clock.now + self.fabric.signal_us(rank, ins.peer)
+        seq = self.clock.draw()
+        key = ins.peer * _KEY + ins.signal
+        book = self.flags.get(key)
+        if book is None:
+            self.flags[key] = ([ins.value], [land], [seq])
+        else:
+            book[0].append(ins.value)
+            book[1].append(land)
+            book[2].append(seq)
+        waiting = self.waiters.get(key)
         if waiting:
             keep = []
-            for want, ev in waiting:
-                if want <= value:
-                    self._done(ev)
+            for want, c in waiting:
+                if want <= ins.value:
+                    self.clock.at_seq(land, seq, self._wake, c)
                 else:
-                    keep.append((want, ev))
-            self.waiters[(rank, signal)] = keep
+                    keep.append((want, c))
+            self.waiters[key] = keep
 
-    def _land_packets(self, rank: int, offset: int, nbytes: int, value: int,
-                      whole: bool = True) -> None:
-        """Packets of a window land (``whole`` False: only their first bytes are visible)."""
-        _merge(self.begun[(rank, value)], offset, offset + nbytes)
-        if whole:
-            _merge(self.packets[(rank, value)], offset, offset + nbytes)
-        waiting = self.packet_waiters.get(rank)
-        if waiting:
-            keep = []
-            for lo, hi, want, ev, book in waiting:
-                if want == value and _covers(book[(rank, value)], lo, hi):
-                    self._done(ev)
-                else:
-                    keep.append((lo, hi, want, ev, book))
-            self.packet_waiters[rank] = keep
-
-    def _packets(self, rank: int, lo: int, hi: int, value: int, book: dict):
-        """An event for when [lo, hi) of rank's window ``value`` is in ``book`` (None: now)."""
-        if _covers(book[(rank, value)], lo, hi):
-            return None
-        ev = Event(self.env)
-        self.packet_waiters[rank].append((lo, hi, value, ev, book))
-        return ev
+    def _flag_ready(self, c: _Cta, key: int, want: int) -> bool:
+        """Whether flag ``key`` is at least ``want`` for CTA ``c`` now; if not, arrange
+        for ``c`` to be woken when it is (the caller then yields None)."""
+        book = self.flags.get(key)
+        if book is not None and book[0][-1] >= want:
+            values, lands, seqs = book
+            j = 0 if values[0] >= want else bisect_left(values, want)
+            t, seq = lands[j], seqs[j]
+            now = self.clock.now
+            if t < now or (t == now and seq < c.arr):
+                return True
+            self.clock.at_seq(t, seq, self._wake, c)
+            return False
+        self.waiters.setdefault(key, []).append((want, c))
+        return False
 
     # ---- the CTA process ------------------------------------------------------------------
-    def _cta(self, prog: Program, start_us: float):
-        env, fabric, cal = self.env, self.fabric, self.cal
+    def _cta(self, c: _Cta, start_us: float):
+        prog = c.prog
+        clock, fabric, cal = self.clock, self.fabric, self.cal
         rank, cta = prog.rank, prog.cta
-        key = (rank, cta)
+        rkey = rank * _KEY
+        instrs = prog.instrs
         rec = self.records.append if self.record else None
-        self.pc[key] = 0
-        yield env.timeout(start_us)
+        fused_at = fused_positions(instrs)
+        yield start_us
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
-        sig_run, prev = 0, None   # consecutive Notifies (or Waits): a batch pays one fence (poll)
         sig_batch = max(1, int(cal.signal_batch))
+        pkt_batch = max(1, int(cal.packet_batch))
+        issue_us, check_us = cal.notify_issue_us, cal.wait_check_us
         fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
         crowded = False           # the crowd's cost is paid (on the CTA's first packet read)
         fused_since = 0.0
-        for i, ins in enumerate(prog.instrs):
-            self.pc[key] = i
-            t0 = env.now
+        n, i = len(instrs), 0
+        while i < n:
+            ins = instrs[i]
             kind = type(ins)
+            if kind is Wait or kind is Notify:
+                # a run of Waits (Notifies): each batch of signal_batch pays one poll (fence)
+                first = i
+                while i < n and type(instrs[i]) is kind:
+                    ins = instrs[i]
+                    c.pc = i
+                    t0 = clock.now
+                    head = (i - first) % sig_batch == 0
+                    if kind is Wait:
+                        if not self._flag_ready(c, rkey + ins.signal, ins.value):
+                            yield None
+                        elif check_us and head:
+                            yield check_us
+                    else:
+                        if issue_us and head:
+                            yield issue_us
+                        self._notify(rank, ins)
+                    if rec is not None:
+                        rec((rank, cta, i, kind.__name__, t0, clock.now, 0))
+                    i += 1
+                run = 0
+                continue
+            c.pc = i
+            t0 = clock.now
             nbytes = 0
             run = run + 1 if kind is PutPackets else 0
-            sig_run = sig_run + 1 if kind is prev else 1
-            prev = kind
-            batch_head = (sig_run - 1) % sig_batch == 0
             if kind in _FLOW_KINDS:
                 spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
-                ev = Event(env)
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
                 pre, crowd = spec.pre_us, 0.0
-                if run > 1 and (run - 1) % max(1, int(cal.packet_batch)):
+                spec, pre = tails.charge(ins, spec, pre, cal)   # off the 16-byte grid only
+                if run > 1 and (run - 1) % pkt_batch:
                     pre = max(0.0, pre - cal.sm.op_start_us)
                 if kind is PutPackets:
                     pre += cal.packet_put_us
                 elif not crowded and _reads_packets(ins):
-                    crowd = self.packet_crowd_us[self.fabric.gpu_of(rank)]   # once: its first packet read
+                    crowd = self.packet_crowd_us[fabric.gpu_of(rank)]   # once: its first packet read
                     crowded = True
                 elif kind is Copy and _aligns_first(ins, cal):
                     pre += cal.copy_head_us
                 if fused:   # its start-up (and first packet loads) ran while it waited
-                    pre = max(0.0, pre - (env.now - fused_since))
+                    pre = max(0.0, pre - (clock.now - fused_since))
                 pre += crowd   # crowded polls are slower: waiting does not hide them
-                self._at(pre, self._begin_flow, spec, ins.nbytes, ev, pkt)
-                yield ev
+                clock.at(pre, self._begin_flow, (spec, ins.nbytes, c, pkt))
+                yield None
                 for w in fused:   # a read checking tags cannot end before its last packet lands
-                    ev = self._packets(*w, self.packets)
-                    if ev is not None:
-                        yield ev
-                        yield env.timeout(cal.packet_poll_us)
+                    if not self.packets.ready(c, w, whole=True):
+                        yield None
+                        yield cal.packet_poll_us
                 fused = []
                 nbytes = ins.nbytes
-            elif kind is Notify:
-                if cal.notify_issue_us and batch_head:
-                    yield env.timeout(cal.notify_issue_us)
-                self._at(fabric.signal_us(rank, ins.peer), self._land_signal,
-                         ins.peer, ins.signal, ins.value)
-            elif kind is Wait:
-                if self.signals[rank][ins.signal] < ins.value:
-                    ev = Event(env)
-                    self.waiters[(rank, ins.signal)].append((ins.value, ev))
-                    yield ev
-                elif cal.wait_check_us and batch_head:
-                    yield env.timeout(cal.wait_check_us)
             elif kind is WaitPackets:
                 # (no check cost: the read that follows checks the tags). Fused into that
                 # read (ir.fused_read), it waits only for the first packets, and the read
                 # streams behind the rest.
                 w = (ins.src.rank, ins.src.offset, ins.src.offset + ins.nbytes, ins.value)
-                if fused_read(prog.instrs, i):
+                is_fused = i in fused_at
+                if is_fused:
                     if not fused:
-                        fused_since = env.now
+                        fused_since = clock.now
                     fused.append(w)
-                    ev = self._packets(*w, self.begun)
-                else:
-                    ev = self._packets(*w, self.packets)
-                if ev is not None:
-                    yield ev
-                    if not fused_read(prog.instrs, i):
-                        yield env.timeout(cal.packet_poll_us)
+                if not self.packets.ready(c, w, whole=not is_fused):
+                    yield None
+                    if not is_fused:
+                        yield cal.packet_poll_us
                 nbytes = ins.nbytes
             else:
                 raise ScheduleError(f"rank {rank}, cta {cta}, instr {i}: the simulator has no "
                                     f"handler for {kind.__name__}")
             if rec is not None:
-                rec((rank, cta, i, kind.__name__, t0, env.now, nbytes))
-        self.pc[key] = -1
-        if env.now > self.end_us:
-            self.end_us = env.now
+                rec((rank, cta, i, kind.__name__, t0, clock.now, nbytes))
+            i += 1
+        c.pc = -1
+        if clock.now > self.end_us:
+            self.end_us = clock.now
 
     def go(self) -> None:
         # one launch per GPU; its CTAs start one after another (in (rank, cta) order, as
@@ -364,23 +398,28 @@ class _Run:
         for grid in launches.values():
             first = self.cal.launch_us + (self.cal.launch_grid_us if len(grid) > 1 else 0.0)
             for k, prog in enumerate(grid):
-                self.env.process(self._cta(prog, first + k * self.cal.launch_per_cta_us))
-        self.env.run()
-        stuck = sorted(k for k, v in self.pc.items() if v >= 0)
+                c = _Cta(prog)
+                c.gen = self._cta(c, first + k * self.cal.launch_per_cta_us)
+                self.ctas.append(c)
+                self.clock.at(0.0, self._resume, c)
+        self.clock.run()
+        stuck = sorted((c.prog.rank, c.prog.cta) for c in self.ctas if c.pc >= 0)
         if stuck:
             raise Deadlock(self._explain(stuck))
 
     def _explain(self, stuck: list[tuple[int, int]]) -> str:
         progs = {(p.rank, p.cta): p for p in self.schedule.programs}
+        pcs = {(c.prog.rank, c.prog.cta): c.pc for c in self.ctas}
         rank, cta = stuck[0]
-        i = self.pc[(rank, cta)]
+        i = pcs[(rank, cta)]
         ins = progs[(rank, cta)].instrs[i]
         where = f"rank {rank}, cta {cta}, instr {i}"
-        tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.env.now:.3f} us)"
+        tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.clock.now:.3f} us)"
         if isinstance(ins, Wait):
-            have = self.signals[rank][ins.signal]
+            book = self.flags.get(rank * _KEY + ins.signal)
+            have = max(book[0]) if book else 0
             writers = [f"rank {p.rank} cta {p.cta} instr {j}"
-                       + (" (stuck)" if self.pc.get((p.rank, p.cta), -1) >= 0 else "")
+                       + (" (stuck)" if pcs.get((p.rank, p.cta), -1) >= 0 else "")
                        for p in self.schedule.programs for j, x in enumerate(p.instrs)
                        if isinstance(x, Notify) and x.peer == rank and x.signal == ins.signal]
             who = (f"; notified by {', '.join(writers[:3])}" if writers
@@ -394,10 +433,7 @@ class _Run:
 
     def result(self, wall_s: float) -> SimResult:
         total = max(self.end_us, self.last_store_us, self.cal.launch_us)
-        try:
-            events = next(self.env._eid)  # simpy's count of scheduled events
-        except (AttributeError, TypeError):  # pragma: no cover
-            events = -1
+        events = self.clock.events
         util = {}
         T = total * 1e-6  # seconds
         for i, name in enumerate(self.fabric.names):
@@ -412,23 +448,3 @@ class _Run:
         return SimResult(schedule=self.schedule, topology=self.topology.name,
                          gpu_kind=self.cal.gpu_kind, calibration=self.cal.path,
                          time_us=total, records=self.records, utilisation=util, stats=stats)
-
-
-def _merge(intervals: list[list[int]], lo: int, hi: int) -> None:
-    """Insert [lo, hi) into a sorted list of disjoint intervals, merging neighbours."""
-    i = bisect.bisect_left(intervals, [lo, lo])
-    if i > 0 and intervals[i - 1][1] >= lo:
-        i -= 1
-    j = i
-    while j < len(intervals) and intervals[j][0] <= hi:
-        lo, hi = min(lo, intervals[j][0]), max(hi, intervals[j][1])
-        j += 1
-    intervals[i:j] = [[lo, hi]]
-
-
-def _covers(intervals: list[list[int]], lo: int, hi: int) -> bool:
-    """True if [lo, hi) lies inside one interval of the sorted disjoint list."""
-    if hi <= lo:
-        return True
-    i = bisect.bisect_right(intervals, [lo, float("inf")]) - 1
-    return i >= 0 and intervals[i][0] <= lo and intervals[i][1] >= hi

@@ -129,6 +129,7 @@ class Fabric:
 
     # ---- topology lookups (cached) ----------------------------------------------------
     def same_gpu(self, p: int, q: int) -> bool:
+        """Whether ranks ``p`` and ``q`` live on the same GPU (loopback ranks share one)."""
         return self._gpu[p] == self._gpu[q]
 
     def gpu_of(self, rank: int) -> str:

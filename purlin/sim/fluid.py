@@ -5,21 +5,22 @@ of capacity on each resource it crosses (a local copy reads and writes one HBM: 
 2; a packet push puts 16 wire bytes per 8 payload bytes on a link: weight 2), and its
 rate is also bounded by a private ``cap`` (the issuing CTA's own rate).
 
-Rates are the weighted max-min fair allocation (progressive filling): every unfrozen
-flow's rate rises by the same amount until a resource saturates or a flow reaches its
-cap; those flows freeze; repeat. A resource may saturate softly (``knee`` k > 0): with
-demand D (the sum of its flows' weighted caps) and capacity H it delivers
-(D^-k + H^-k)^(-1/k) rather than min(D, H), so its flows slow down before it is full
-(memory does: requests queue as utilisation rises); each flow runs at its fair rate
-times the smallest such factor on its path. Flows without a cap add no finite demand:
-a resource they cross keeps its hard limit. Rates change only when a flow starts or ends, so
-between those moments every flow runs at a constant rate, and the model jumps straight
-to the next completion. Nothing here is per byte, and nothing here knows simpy: the
-engine asks :meth:`FluidModel.next_finish_us`, advances time, and pops finished flows.
+Rates are the weighted max-min fair allocation (:mod:`purlin.sim.maxmin`). A resource
+may saturate softly (``knee`` k > 0): with demand D (the sum of its flows' weighted caps)
+and capacity H it delivers (D^-k + H^-k)^(-1/k) rather than min(D, H), so its flows slow
+down before it is full (memory does: requests queue as utilisation rises); each flow runs
+at its fair rate times the smallest such factor on its path. Flows without a cap add no
+finite demand: a resource they cross keeps its hard limit. Rates change only when a flow
+starts or ends, so between those moments every flow runs at a constant rate, and the
+model jumps straight to the next completion. Nothing here is per byte, and nothing here
+knows the event loop: the engine asks :meth:`FluidModel.next_finish_us`, advances time,
+and pops finished flows.
 
-Storage is a set of preallocated numpy arrays (slot per flow, resource indices padded
-with a dummy resource of infinite capacity), so one recompute is a handful of vector
-operations over the active flows: O(iterations x flows x fan-out).
+What an event costs: a flow's remaining bytes are kept as (bytes, as of when) and only
+brought up to date when its rate changes, with its finish time, and the earliest finish
+is remembered until a flow ends or rates change; so a flow that starts at its cap in
+spare capacity (or ends on resources nobody waits for) touches only its own entries, and
+a recompute re-times only the flows whose rates changed.
 
 Units: bytes, microseconds, bytes per microsecond (1 GB/s = 1000 B/us).
 """
@@ -29,10 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
+from purlin.sim.maxmin import SAT_REL, fill, kept_below
+
 TIME_EPS_US = 1e-9
 """Flows finishing within this many microseconds of each other finish together."""
-_SAT_REL = 1e-9
-"""A resource counts as saturated when its unused capacity is below this fraction."""
+_SAT_REL = SAT_REL
 
 
 class FluidModel:
@@ -70,20 +72,25 @@ class FluidModel:
         self.num_resources = len(caps)
         self._dummy = len(caps)
         self.capacity = np.append(caps, np.inf)
+        self._cap_list = self.capacity.tolist()
+        self._tol_list = (self.capacity * _SAT_REL).tolist()
         self.now_us = 0.0
         self.bytes_on = np.zeros(len(caps) + 1)  # capacity bytes consumed, per resource
         self.recomputes = 0
+        self.shortcuts = 0
         self._grow(64, 4)
         self._free: list[int] = list(range(63, -1, -1))
         self._active_count = 0
         self._act_cache: np.ndarray | None = None
-        # after the last recompute: unused capacity per resource and which are saturated;
-        # flows added since, and whether a change since needs a full recompute
-        self._rem = self.capacity.copy()
-        self._sat = np.zeros(len(caps) + 1, dtype=bool)
+        # after the last recompute: unused capacity per resource and which are saturated
+        # (Python lists: the shortcut reads a few entries); flows added since; whether a
+        # change since needs a full recompute
+        self._rem = self._cap_list[:]
+        self._sat = [False] * (len(caps) + 1)
         self._added: list[int] = []
         self._full = False
-        self.shortcuts = 0
+        self._left: list[float] = []   # rates of flows that left saturated resources since
+        self._best: tuple[float, int] | None = (float("inf"), -1)   # (next finish, slot) or None: unknown
 
     # ---- storage ---------------------------------------------------------------------
     def _grow(self, slots: int, fanout: int) -> None:
@@ -95,15 +102,18 @@ class FluidModel:
             idx[:old, :oldk] = self.idx
             w[:old, :oldk] = self.w
         self.idx, self.w = idx, w
-        for name in ("remaining", "rate", "speed", "cap", "nbytes"):
-            arr = np.zeros(slots)
+        for name in ("rate", "speed", "cap", "nbytes", "rem_at", "t_at", "finish"):
+            arr = np.full(slots, np.inf) if name == "finish" else np.zeros(slots)
             if old:
                 arr[:old] = getattr(self, name)
             setattr(self, name, arr)
+        ver = np.zeros(slots, dtype=np.int64)
         active = np.zeros(slots, dtype=bool)
         if old:
+            ver[:old] = self.version
             active[:old] = self.active
-        self.active = active
+        self.version, self.active = ver, active
+        self._res: list[tuple] = getattr(self, "_res", []) + [()] * (slots - old)
         self._slots, self._fanout = slots, fanout
 
     def add(self, resources: Sequence[int], weights: Sequence[float], cap: float,
@@ -125,11 +135,15 @@ class FluidModel:
         self.idx[s, k:] = self._dummy
         self.w[s, :k] = weights
         self.w[s, k:] = 0.0
-        self.remaining[s] = nbytes
+        self._res[s] = (tuple(resources), tuple(weights))
+        self.rem_at[s] = nbytes
+        self.t_at[s] = self.now_us
         self.nbytes[s] = nbytes
         self.rate[s] = self.speed[s] = 0.0
+        self.finish[s] = np.inf
         self.cap[s] = cap
         self.active[s] = True
+        self.version[s] += 1
         self._active_count += 1
         self._act_cache = None
         self._added.append(s)
@@ -141,6 +155,7 @@ class FluidModel:
 
     @property
     def active_count(self) -> int:
+        """Flows now moving bytes."""
         return self._active_count
 
     def _act(self) -> np.ndarray:
@@ -148,51 +163,89 @@ class FluidModel:
             self._act_cache = np.flatnonzero(self.active)
         return self._act_cache
 
+    def remaining(self, slot: int) -> float:
+        """Bytes flow ``slot`` still has to move at ``now_us``."""
+        return float(self.rem_at[slot] - self.speed[slot] * (self.now_us - self.t_at[slot]))
+
     # ---- time ------------------------------------------------------------------------
     def advance(self, now_us: float) -> None:
-        """Move every active flow forward at its current rate up to ``now_us``."""
-        dt = now_us - self.now_us
-        if dt > 0 and self._active_count:
-            act = self._act()
-            self.remaining[act] -= self.speed[act] * dt
-        self.now_us = max(self.now_us, now_us)
+        """Move the clock to ``now_us`` (flows progress at their current rates)."""
+        if now_us > self.now_us:
+            self.now_us = now_us
 
     def next_finish_us(self) -> float:
         """Absolute time of the next completion at current rates (``inf`` if none)."""
-        if not self._active_count:
-            return float("inf")
-        act = self._act()
-        with np.errstate(divide="ignore"):
-            t = self.remaining[act] / self.speed[act]
-        return self.now_us + max(float(t.min()), 0.0)
+        if self._best is None:   # idle slots finish at infinity
+            j = int(np.argmin(self.finish))
+            self._best = (float(self.finish[j]), j)
+        t = self._best[0]
+        return max(t, self.now_us) if t != float("inf") else t
 
     def pop_finished(self, eps_us: float = TIME_EPS_US) -> list[int]:
         """Slots of the flows that are done at ``now_us`` (within ``eps_us``); they
         leave the model and their bytes are charged to their resources."""
         if not self._active_count:
             return []
-        act = self._act()
-        done = act[self.remaining[act] <= self.speed[act] * eps_us + 1e-9]
-        if len(done):
-            np.add.at(self.bytes_on, self.idx[done].ravel(),
-                      (self.w[done] * self.nbytes[done, None]).ravel())
+        now = self.now_us
+        near = np.flatnonzero(self.finish <= now + eps_us + 1e-9)
+        done: list[int] = []
+        for s in near.tolist():
+            sp = float(self.speed[s])
+            if self.rem_at[s] - sp * (now - self.t_at[s]) <= sp * eps_us + 1e-9:
+                done.append(s)
+        if not done:
+            return done
+        rem, sat = self._rem, self._sat
+        leaves_saturated = False
+        bytes_on = self.bytes_on
+        for s in done:
+            res, wts = self._res[s]
+            n = float(self.nbytes[s])
+            r = float(self.rate[s])
+            hit = False
+            for i, w in zip(res, wts):
+                bytes_on[i] += w * n
+                if sat[i]:
+                    hit = True
+            if hit:
+                leaves_saturated = True
+                self._left.append(r)
             # a flow leaving saturated resources may raise others' rates; one leaving
             # only unsaturated ones bottlenecked nobody: its capacity just comes back
-            if self._sat[self.idx[done]].any():
-                self._full = True
-            else:
-                np.add.at(self._rem, self.idx[done].ravel(),
-                          (self.w[done] * self.rate[done, None]).ravel())
-            self.active[done] = False
-            self.rate[done] = self.speed[done] = 0.0
-            self._active_count -= len(done)
-            self._free.extend(int(s) for s in done[::-1])
-            self._act_cache = None
-        return done.tolist()
+            if not leaves_saturated:
+                for i, w in zip(res, wts):
+                    rem[i] += w * r
+        d = np.asarray(done)
+        self.active[d] = False
+        self.rate[d] = self.speed[d] = 0.0
+        self.finish[d] = np.inf
+        self.version[d] += 1
+        if leaves_saturated:
+            self._full = True
+        self._active_count -= len(done)
+        self._free.extend(sorted(done, reverse=True))
+        self._act_cache = None
+        self._best = None
+        return done
 
     # ---- rates -----------------------------------------------------------------------
+    def try_shortcut(self) -> bool:
+        """Apply :meth:`recompute` if it can take the exact shortcut (nothing left a
+        saturated resource and every flow added since fits at its cap); else change
+        nothing and return False."""
+        if self._full or self._soft:
+            return False
+        if not self._fits(self._added):
+            return False
+        self._added = []
+        self.recomputes += 1
+        self.shortcuts += 1
+        if not self._active_count:
+            self._rem, self._sat = self._cap_list[:], [False] * len(self._cap_list)
+        return True
+
     def recompute(self) -> None:
-        """Weighted max-min fair rates of all active flows (progressive filling).
+        """Weighted max-min fair rates of all active flows.
 
         Exact shortcut: when no flow left a saturated resource and every flow added since
         fits at its own cap in the unused capacity, the old rates stay max-min fair (no
@@ -201,18 +254,80 @@ class FluidModel:
         added, self._added = self._added, []
         full, self._full = self._full, False
         if not self._active_count:
-            self._rem, self._sat = self.capacity.copy(), np.zeros_like(self._sat)
+            self._rem, self._sat = self._cap_list[:], [False] * len(self._cap_list)
+            self._left = []
             return
+        act = self._act()
         if not full and self._fits(added):
             self.shortcuts += 1
-        else:
-            self._progressive_fill()
-        self._slow_down()
+            if self._soft:   # demand changed: every speed on a soft resource may
+                self._retime(act, self.speed[act].copy())
+            return
+        old = self.speed[act].copy()
+        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
+        new = np.isin(act, np.asarray(added, dtype=np.int64))
+        keep = kept_below(idx, w, cap, self.capacity, self._dummy, self.rate[act], new, self._left)
+        self._left = []
+        rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, self.rate[act])
+        self.rate[act] = rate
+        rem[self._dummy] = np.inf
+        self._rem = rem.tolist()
+        sat = rem <= self.capacity * _SAT_REL
+        sat[self._dummy] = False
+        self._sat = sat.tolist()
+        self._retime(act, old)
 
-    def _slow_down(self) -> None:
+    def _fits(self, added: list[int]) -> bool:
+        slots = [s for s in added if self.active[s]]
+        if not slots:
+            return True
+        rem, tol = self._rem, self._tol_list
+        need: dict[int, float] = {}
+        for s in slots:
+            c = float(self.cap[s])
+            if c == float("inf"):
+                return False
+            res, wts = self._res[s]
+            for i, w in zip(res, wts):
+                need[i] = need.get(i, 0.0) + w * c
+        for i, x in need.items():
+            if rem[i] - x <= tol[i]:
+                return False   # would saturate a resource: bottlenecks change
+        for i, x in need.items():
+            rem[i] -= x
+        now = self.now_us
+        for s in slots:
+            c = float(self.cap[s])
+            self.rate[s] = c
+            if not self._soft:
+                self.speed[s] = c
+                self.t_at[s] = now
+                f = now + float(self.rem_at[s]) / c
+                self.finish[s] = f
+                if self._best is not None and f < self._best[0]:
+                    self._best = (f, s)
+        return True
+
+    def _retime(self, act: np.ndarray, old_speed: np.ndarray) -> None:
+        """Set speeds from rates (:meth:`_slow_down`); bring the remaining bytes of every
+        flow whose speed changed up to now and file its new finish time."""
+        self._slow_down(act)
+        new = self.speed[act]
+        moved = new != old_speed
+        changed = act[moved]
+        if not len(changed):
+            return
+        now = self.now_us
+        self.rem_at[changed] -= old_speed[moved] * (now - self.t_at[changed])
+        self.t_at[changed] = now
+        self.version[changed] += 1
+        with np.errstate(divide="ignore"):
+            self.finish[changed] = now + self.rem_at[changed] / self.speed[changed]
+        self._best = None
+
+    def _slow_down(self, act: np.ndarray) -> None:
         """Effective speeds: fair rates times the soft-saturation factor of the worst
         resource on each flow's path (all 1 where every knee is 0)."""
-        act = self._act()
         if not self._soft:
             self.speed[act] = self.rate[act]
             return
@@ -224,54 +339,3 @@ class FluidModel:
         d, hh, kk = demand[soft], h[soft], k[soft]
         factor[soft] = (d ** -kk + hh ** -kk) ** (-1.0 / kk) / np.minimum(d, hh)
         self.speed[act] = self.rate[act] * factor[idx].min(axis=1)
-
-    def _fits(self, added: list[int]) -> bool:
-        slots = [s for s in added if self.active[s]]
-        if not slots:
-            return True
-        cap = self.cap[slots]
-        if not np.isfinite(cap).all():
-            return False
-        need = np.zeros_like(self._rem)
-        np.add.at(need, self.idx[slots].ravel(), (self.w[slots] * cap[:, None]).ravel())
-        need[self._dummy] = 0.0
-        rem = self._rem - need
-        touched = need > 0
-        if (rem[touched] <= self.capacity[touched] * _SAT_REL).any():
-            return False   # would saturate a resource: bottlenecks change
-        self.rate[slots] = cap
-        self._rem = rem
-        self._rem[self._dummy] = np.inf
-        return True
-
-    def _progressive_fill(self) -> None:
-        act = self._act()
-        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
-        n = len(act)
-        rate = np.zeros(n)
-        rem = self.capacity.copy()
-        tol = self.capacity * _SAT_REL
-        free = np.arange(n)
-        R1 = len(rem)
-        while len(free):
-            fidx, fw = idx[free], w[free]
-            load = np.bincount(fidx.ravel(), fw.ravel(), minlength=R1)
-            load[self._dummy] = 0.0
-            used = load > 0
-            step = float((rem[used] / load[used]).min()) if used.any() else float("inf")
-            headroom = cap[free] - rate[free]
-            step = min(step, float(headroom.min()))
-            if not np.isfinite(step):
-                raise ValueError("a flow has neither a finite cap nor a finite resource")
-            step = max(step, 0.0)
-            rate[free] += step
-            rem -= step * load
-            saturated = used & (rem <= tol)
-            capped = headroom - step <= np.minimum(cap[free], 1e300) * 1e-12
-            frozen = saturated[fidx].any(axis=1) | capped
-            free = free[~frozen]
-        self.rate[act] = rate
-        self._rem = rem
-        self._rem[self._dummy] = np.inf
-        self._sat = rem <= tol
-        self._sat[self._dummy] = False

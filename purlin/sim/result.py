@@ -60,22 +60,27 @@ class SimResult:
 
     @property
     def collective(self) -> Any:
+        """The spec the simulated schedule implements."""
         return self.schedule.collective
 
     @property
     def size(self) -> int:
+        """The nccl-tests size of the call (bytes), as the busbw factors expect."""
         return nccl_size(self.collective)
 
     @property
     def algbw_gbps(self) -> float:
+        """nccl-tests algorithm bandwidth: size / time, GB/s."""
         return self.size / (self.time_us * 1e3) if self.time_us > 0 else 0.0
 
     @property
     def busbw_gbps(self) -> float:
+        """nccl-tests bus bandwidth: algbw times the collective's busbw factor, GB/s."""
         return self.algbw_gbps * busbw_factor(self.collective)
 
     @property
     def timeline(self) -> list[OpRecord]:
+        """One OpRecord per instruction run (empty when simulated with ``record=False``)."""
         return [OpRecord._make(r) for r in self.records]
 
     def row(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Sweeps over collectives x sizes x topologies x policies, and the codesign table.
 
 Each point (one collective, topology, policy and size) is one task for any
-``concurrent.futures.Executor``: a process pool by default, a thread pool, or a
-dask.distributed client's ``get_executor()`` for a cluster. Only pickleable
+``concurrent.futures.Executor`` (a process pool by default, or a thread pool) or for a
+Dask ``distributed.Client`` when a sweep outgrows one machine (``scheduler=ADDRESS``
+connects one; Dask is the optional ``dask`` extra). Only pickleable
 arguments travel (names, dicts, Topology objects); a point whose plan is refused
 (e.g. the ``switch`` Atom on a switch without in-switch reduction) becomes a row with
 ``error`` set instead of failing the sweep.
@@ -20,8 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from purlin.check import check_int, check_output_path
-from purlin.errors import PlanError, PurlinError, SpecError, UsageError
+from purlin.check import check_int, check_output_path, fail
+from purlin.errors import BackendUnavailable, PlanError, PurlinError, SpecError, UsageError
 from purlin.sim.predict import _size_list, format_table
 from purlin.topology import Topology, resolve_topology
 
@@ -102,14 +103,18 @@ class SweepResult:
         return "\n".join(out)
 
     def plot(self, path: str | Path, metric: str = "busbw") -> Path:
+        """Write a bandwidth-vs-size PNG of the rows to ``path``; returns the path."""
         from purlin.sim.plots import plot_bandwidth
         self.plot_path = plot_bandwidth(self.rows, path, metric=metric)
         return self.plot_path
 
     def best_policy_table(self, topology: str, collective: str) -> dict[str, Any]:
+        """The fastest policy per size band for one topology and collective
+        (:func:`best_policy_table`)."""
         return best_policy_table(self.rows, topology, collective)
 
     def to_json(self, path: str | Path) -> Path:
+        """Write the sweep's meta and rows as JSON to ``path``; returns the path."""
         path = check_output_path("to_json path", path)
         path.write_text(json.dumps({"meta": self.meta, "rows": self.rows}, indent=1, default=str))
         return path
@@ -117,9 +122,9 @@ class SweepResult:
 
 def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
           topologies: Iterable[Topology | str] | Topology | str,
-          policies: Iterable[Any] | None = None, executor: Executor | None = None, *,
-          dtype: str = "fp32", op: str | None = None, calibration: Any = None,
-          progress: bool = True, plot: str | Path | None = None,
+          policies: Iterable[Any] | None = None, executor: Any = None, *,
+          scheduler: str | None = None, dtype: str = "fp32", op: str = "add",
+          calibration: Any = None, progress: bool = True, plot: str | Path | None = None,
           max_workers: int | None = None) -> SweepResult:
     """Simulate every (collective, topology, policy, size) point, in parallel.
 
@@ -131,13 +136,17 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
         nccl-tests sizes (``"1K:1G"`` accepted).
     policies : iterable of Policy/dict/None, optional
         Default ``[None]``: the planner's codesign table.
-    executor : concurrent.futures.Executor, optional
+    executor : concurrent.futures.Executor or distributed.Client, optional
         Runs the points; default a ProcessPoolExecutor of ``max_workers`` (all cores),
-        shut down at the end. A given executor is left open.
+        shut down at the end. A Dask client sends each point to its cluster as a task.
+        A given executor or client is left open.
+    scheduler : str, optional
+        Address of a Dask scheduler (``"tcp://host:8786"``) to run on instead: a client
+        is connected for this sweep and closed after it. Needs ``pip install -e '.[dask]'``.
     calibration : str or Calibration, optional
         Default: each topology's ``gpu_kind`` file.
     progress : bool
-        Show a tqdm bar.
+        Show a tqdm bar (whichever runs the points).
     plot : path, optional
         Also write a bandwidth-vs-size PNG there.
 
@@ -145,6 +154,15 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     -------
     SweepResult
         ``rows`` in input order (errors as rows), ``plot_path``.
+
+    Raises
+    ------
+    BackendUnavailable
+        If ``scheduler`` is given and Dask is not installed or the scheduler cannot be
+        reached.
+    PurlinError
+        If ``executor`` is neither an Executor nor a Dask client, or both it and
+        ``scheduler`` are given.
 
     Examples
     --------
@@ -156,40 +174,144 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     >>> len(res.rows), res.rows[0]["error"]
     (2, None)
     """
-    from tqdm import tqdm
-
     collectives, topologies, sizes, pols = _check_sweep(
-        collectives, sizes, topologies, policies, executor, dtype, op, calibration, plot,
-        max_workers)
-    points = [(c, t, p, s) for c in collectives for t in topologies for p in pols for s in sizes]
+        collectives, sizes, topologies, policies, executor, scheduler, dtype, op, calibration,
+        plot, max_workers)
+    tasks = [(c, t, p, s, dtype, op, calibration)
+             for c in collectives for t in topologies for p in pols for s in sizes]
+    if scheduler is not None:
+        client = connect(scheduler)
+        try:
+            rows = _run_on_dask(client, tasks, progress)
+        finally:
+            client.close()
+    elif executor is not None and not isinstance(executor, Executor):
+        rows = _run_on_dask(_dask_client(executor), tasks, progress)
+    else:
+        rows = _run_on_executor(executor, tasks, progress, max_workers)
+    result = SweepResult(rows, meta={"collectives": collectives, "sizes": sizes,
+                                     "topologies": [t if isinstance(t, str) else t.name
+                                                    for t in topologies],
+                                     "policies": pols, "dtype": dtype, "op": op})
+    if plot is not None:
+        result.plot(plot)
+    return result
+
+
+#: How long :func:`connect` waits for a scheduler: short, since a sweep's points run for
+#: far longer and a wrong address should fail before the user walks away.
+CONNECT_TIMEOUT_S = 5.0
+_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+
+
+def check_scheduler_address(address: Any, name: str = "sweep: scheduler") -> str:
+    """``address`` if it reads as a Dask scheduler address (``[scheme://]host:port``, a
+    known scheme, a port in 1..65535); a UsageError naming what is wrong otherwise, so a
+    typo fails at once rather than after a connect timeout.
+
+    Examples
+    --------
+    >>> check_scheduler_address("tcp://10.0.0.5:8786")
+    'tcp://10.0.0.5:8786'
+    """
+    fix = "give it as tcp://HOST:PORT (the address `dask scheduler` prints)"
+    if not isinstance(address, str) or not address.strip():
+        raise fail(name, address, "must be a scheduler address", fix)
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in _SCHEMES:
+        raise fail(name, address, f"unknown scheme {scheme!r} (known: "
+                   f"{', '.join(_SCHEMES)})", fix)
+    if scheme == "inproc":
+        return address
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise fail(name, address, "needs a host and a port in 1..65535", fix)
+    return address
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
+    """A ``distributed.Client`` on the Dask scheduler at ``address``.
+
+    Raises
+    ------
+    UsageError
+        If ``address`` does not read as a scheduler address.
+    BackendUnavailable
+        If Dask ``distributed`` is not installed, or no scheduler answers at
+        ``address`` within ``timeout_s``.
+    """
+    check_scheduler_address(address)
+    try:
+        from distributed import Client
+    except ImportError as e:
+        raise BackendUnavailable(f"a sweep on a Dask scheduler needs Dask distributed: "
+                                 f"pip install -e '.[dask]' ({e})") from None
+    try:
+        return Client(address, timeout=timeout_s)
+    except Exception as e:   # refused, unresolvable, timed out, or not a Dask scheduler
+        first = str(e).splitlines()[0][:160] if str(e) else ""
+        raise BackendUnavailable(f"sweep: scheduler {address!r}: no Dask scheduler answered "
+                                 f"within {timeout_s:g} s ({type(e).__name__}: {first}); start "
+                                 f"one with `dask scheduler` and workers with `dask worker "
+                                 f"ADDRESS`, or leave --scheduler out to run here") from None
+
+
+def _dask_client(obj: Any) -> Any:
+    """``obj`` if it is a Dask client; a clear error for anything else."""
+    try:
+        from distributed import Client
+    except ImportError:
+        Client = None
+    if Client is None or not isinstance(obj, Client):
+        raise UsageError(f"sweep: executor {obj!r:.40}: expected a concurrent.futures.Executor, "
+                         f"a distributed.Client or None (a process pool), got "
+                         f"{type(obj).__name__}")
+    return obj
+
+
+def _run_on_executor(executor: Executor | None, tasks: list[tuple], progress: bool,
+                     max_workers: int | None) -> list[dict[str, Any]]:
+    from tqdm import tqdm
     own = executor is None
     if own:
         executor = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count() or 1)
-    rows: list[dict[str, Any] | None] = [None] * len(points)
+    rows: list[dict[str, Any]] = [{}] * len(tasks)
     try:
-        futures = {executor.submit(run_point, c, t, p, s, dtype, op, calibration): i
-                   for i, (c, t, p, s) in enumerate(points)}
-        with tqdm(total=len(points), disable=not progress, desc="sweep", unit="pt") as bar:
+        futures = {executor.submit(run_point, *t): i for i, t in enumerate(tasks)}
+        with tqdm(total=len(tasks), disable=not progress, desc="sweep", unit="pt") as bar:
             for fut in as_completed(futures):
                 rows[futures[fut]] = fut.result()
                 bar.update(1)
     finally:
         if own:
             executor.shutdown()
-    result = SweepResult([r for r in rows if r is not None],
-                         meta={"collectives": collectives, "sizes": sizes,
-                               "topologies": [t if isinstance(t, str) else t.name
-                                              for t in topologies],
-                               "policies": pols, "dtype": dtype, "op": op})
-    if plot is not None:
-        result.plot(plot)
-    return result
+    return rows
 
 
-def _check_sweep(collectives, sizes, topologies, policies, executor, dtype, op, calibration,
-                 plot, max_workers) -> tuple[list, list, list[int], list]:
-    """Every argument of :func:`sweep`, checked before any point runs: non-empty lists,
-    known names, valid policies, an op only where something reduces, a writable plot."""
+def _run_on_dask(client: Any, tasks: list[tuple], progress: bool) -> list[dict[str, Any]]:
+    """One Dask task per point (``pure=False``: two equal points are still two rows)."""
+    from distributed import as_completed as dask_completed
+    from tqdm import tqdm
+    futures = [client.submit(run_point, *t, pure=False) for t in tasks]
+    where = {f.key: i for i, f in enumerate(futures)}
+    rows: list[dict[str, Any]] = [{}] * len(tasks)
+    try:
+        with tqdm(total=len(tasks), disable=not progress, desc="sweep (dask)", unit="pt") as bar:
+            for fut in dask_completed(futures):
+                rows[where[fut.key]] = fut.result()
+                bar.update(1)
+    finally:
+        client.cancel(futures)   # nothing is left on the cluster if a point fails
+    return rows
+
+
+def _check_sweep(collectives, sizes, topologies, policies, executor, scheduler, dtype, op,
+                 calibration, plot, max_workers) -> tuple[list, list, list[int], list]:
+    """Every argument of :func:`sweep`, checked before any point runs (and before a
+    scheduler is dialled): non-empty lists, known names, valid policies, an op only where
+    something reduces (``"add"``, the default, is accepted for any), a writable plot."""
     from purlin.sim.calibration import Calibration, load_calibration
     from purlin.snac import Policy
     from purlin.spec import library
@@ -217,7 +339,7 @@ def _check_sweep(collectives, sizes, topologies, policies, executor, dtype, op, 
         if p is not None:
             Policy.from_dict(p)
     lookup_dtype(dtype)
-    if op is not None and not any(c in library.REDUCING for c in collectives):
+    if op not in (None, "add") and not any(c in library.REDUCING for c in collectives):
         raise SpecError(f"sweep: op {op!r} applies to reducing collectives, and none of "
                         f"{', '.join(collectives)} reduces; leave op out")
     if calibration is not None and not isinstance(calibration, Calibration):
@@ -226,9 +348,12 @@ def _check_sweep(collectives, sizes, topologies, policies, executor, dtype, op, 
         check_output_path("sweep: plot", plot)
     if max_workers is not None:
         check_int("sweep: max_workers", max_workers, lo=1)
+    if executor is not None and scheduler is not None:
+        raise UsageError("sweep: give an executor or a scheduler address, not both")
     if executor is not None and not isinstance(executor, Executor):
-        raise UsageError(f"sweep: executor {executor!r:.40}: expected a concurrent.futures."
-                         f"Executor (or None for a process pool), got {type(executor).__name__}")
+        _dask_client(executor)
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
     return collectives, topologies, sizes, pols
 
 

@@ -52,6 +52,8 @@ def split(nbytes: int, parts: int, align: int) -> list[tuple[int, int]]:
 
 
 def chunks(offset: int, nbytes: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """(offset, nbytes) of each chunk of ``chunk`` bytes covering ``nbytes`` from ``offset``;
+    the last may be short."""
     for pos in range(0, nbytes, chunk):
         yield offset + pos, min(chunk, nbytes - pos)
 
@@ -68,6 +70,7 @@ class Slots:
         self.next = 0
 
     def take(self) -> Ref:
+        """The next staging slot, round-robin over ``count`` slots of ``chunk`` bytes."""
         ref = Ref(self.rank, self.buffer, self.base + (self.next % self.count) * self.chunk)
         self.next += 1
         return ref
@@ -80,8 +83,10 @@ class Packets:
         self.used = [0] * world
 
     def take(self, rank: int, nbytes: int) -> Ref:
+        """A window of ``nbytes``; the next starts 16-byte aligned (a packet carries 8
+        payload bytes, and whole vectors move the rest), whatever the element count."""
         ref = Ref(rank, "packets", self.used[rank])
-        self.used[rank] += nbytes
+        self.used[rank] += -(-nbytes // 16) * 16
         return ref
 
 
@@ -99,6 +104,8 @@ class Ctas:
         self.turn: dict[tuple, int] = {}
 
     def pick(self, rank: int, pool: str, peer: int | None = None) -> int:
+        """The CTA of ``rank`` that runs the next op of ``pool`` (put, consume or tail),
+        round-robin, per peer where given."""
         key = (rank, pool, peer)
         k = self.turn.get(key, 0)
         self.turn[key] = k + 1
@@ -119,6 +126,7 @@ class Ctas:
 
 @dataclass
 class Built:
+    """The data ops of a plan, before sync, and the staging and packet bytes they use."""
     ops: list[Op]
     staging_nbytes: int
     packets_nbytes: int

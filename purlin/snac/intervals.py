@@ -1,7 +1,7 @@
 """A map from disjoint byte intervals to values: shadow memory for planning and checking."""
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
 
@@ -71,5 +71,65 @@ class IntervalMap:
         for s, e, v in pieces:
             self.assign(s, e, v)
 
+    def is_empty(self, start: int, end: int) -> bool:
+        """Whether no stored piece overlaps [start, end)."""
+        i = self._first(start)
+        return i >= len(self._starts) or self._starts[i] >= end
+
+    def covers(self, start: int, end: int, value: Any) -> bool:
+        """Whether every byte of [start, end) is set and holds ``value`` (== compare).
+
+        Examples
+        --------
+        >>> m = IntervalMap()
+        >>> m.assign(0, 8, 1); m.assign(8, 16, 1)
+        >>> m.covers(4, 12, 1), m.covers(4, 20, 1), m.covers(0, 4, 2)
+        (True, False, False)
+        """
+        i = self._first(start)
+        starts, ends, vals = self._starts, self._ends, self._vals
+        pos = start
+        while pos < end:
+            if i >= len(starts) or starts[i] > pos or vals[i] != value:
+                return False
+            pos = ends[i]
+            i += 1
+        return True
+
+    def cut(self, start: int, end: int) -> tuple[int, int]:
+        """Split the pieces that straddle ``start`` or ``end``, and return the index range
+        [i, j) of the pieces inside [start, end) (see :meth:`piece`, :meth:`replace`).
+        Splitting keeps every byte's value."""
+        self._split(start)
+        self._split(end)
+        return self._first(start), bisect_left(self._starts, end)
+
+    def piece(self, i: int) -> tuple[int, int, Any]:
+        """The ``i``-th piece as (start, end, value), for callers walking by index."""
+        return self._starts[i], self._ends[i], self._vals[i]
+
+    def set_value(self, i: int, value: Any) -> None:
+        """Replace the value of piece ``i`` (an index from :meth:`cut`)."""
+        self._vals[i] = value
+
+    def replace(self, i: int, j: int, pieces: list[tuple[int, int, Any]]) -> None:
+        """Replace pieces [i, j) (from :meth:`cut`) by ``pieces``: sorted, disjoint, and
+        inside the span the old ones had (gaps included)."""
+        self._starts[i:j] = [p[0] for p in pieces]
+        self._ends[i:j] = [p[1] for p in pieces]
+        self._vals[i:j] = [p[2] for p in pieces]
+
+    def _split(self, x: int) -> None:
+        i = bisect_right(self._starts, x) - 1
+        if i >= 0 and self._starts[i] < x < self._ends[i]:
+            self._starts.insert(i + 1, x)
+            self._ends.insert(i + 1, self._ends[i])
+            self._vals.insert(i + 1, self._vals[i])
+            self._ends[i] = x
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
     def items(self) -> Iterator[tuple[int, int, Any]]:
+        """(start, end, value) of every stored interval, in order."""
         return zip(self._starts, self._ends, self._vals)

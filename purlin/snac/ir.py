@@ -1,4 +1,4 @@
-"""The Schedule IR: what every executor runs. Frozen data, no behaviour.
+"""The Schedule IR: what every executor runs. Frozen data: nothing here executes it.
 
 A Schedule holds, for every (rank, cta), an ordered tuple of instructions over named
 per-rank buffers addressed as (rank, buffer, byte offset):
@@ -167,7 +167,8 @@ class Schedule:
     policy : dict
         The knobs that produced it, for reports only: no executor reads it.
 
-    Schedules are immutable and hash by content (:func:`purlin.snac.serialize.digest`).
+    Schedules are immutable and hash by content (:meth:`digest`); :meth:`to_json` /
+    :meth:`from_json` and :meth:`save` / :meth:`load` are their file form.
     """
 
     collective: Any
@@ -187,14 +188,93 @@ class Schedule:
 
     @property
     def world(self) -> int:
+        """Ranks of the collective it implements."""
         return self.collective.world
 
     def ctas(self, rank: int) -> tuple[Program, ...]:
+        """The programs of ``rank``, one per CTA that has work, in CTA order."""
         return tuple(p for p in self.programs if p.rank == rank)
 
     def max_ctas(self) -> int:
+        """The most CTAs any one rank runs (what a launch must make co-resident)."""
         return max((sum(1 for p in self.programs if p.rank == r) for r in range(self.world)),
                    default=0)
+
+    def to_json(self, indent: int | None = None) -> str:
+        """Canonical JSON: sorted keys, compact unless ``indent``; the same schedule gives
+        the same text (:func:`purlin.snac.serialize.to_json`)."""
+        from purlin.snac.serialize import to_json
+        return to_json(self, indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Schedule":
+        """The Schedule in ``text`` (from :meth:`to_json`).
+
+        Raises
+        ------
+        ScheduleError
+            If ``text`` is not JSON, or not a schedule of this schema version (naming
+            the field).
+        """
+        from purlin.snac.serialize import from_json
+        return from_json(text)
+
+    def save(self, path: Any) -> Any:
+        """Write :meth:`to_json` to ``path`` (a file name or Path); returns the Path.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> from purlin.snac import plan
+        >>> from purlin.spec import library
+        >>> s = plan(library.all_gather(2, 64))
+        >>> path = s.save(pathlib.Path(tempfile.mkdtemp()) / "ag.json")
+        >>> Schedule.load(path) == s and Schedule.load(path).digest() == s.digest()
+        True
+        """
+        from pathlib import Path
+        path = Path(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: Any) -> "Schedule":
+        """The Schedule :meth:`save` wrote to ``path``.
+
+        Raises
+        ------
+        ScheduleError
+            If the file cannot be read or does not hold a schedule (naming the path).
+        """
+        from pathlib import Path
+
+        from purlin.errors import ScheduleError
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ScheduleError(f"{path}: cannot read a schedule ({e.strerror or e})") from None
+        try:
+            return cls.from_json(text)
+        except ScheduleError as e:
+            raise ScheduleError(f"{path}: {e}") from None
+
+    def digest(self, programs_only: bool = False) -> str:
+        """A stable 16-hex-digit hash of everything the schedule says (what plans and
+        compiled kernels are cached under), or with ``programs_only`` of its programs
+        alone (two plans with the same programs run the same instructions, whatever
+        their policy or topology label).
+
+        Examples
+        --------
+        >>> from purlin.snac import plan
+        >>> from purlin.spec import library
+        >>> a = plan(library.all_reduce(2, 64, "fp32"))
+        >>> b = plan(library.all_reduce(2, 64, "fp32"))
+        >>> a.digest() == b.digest() and len(a.digest()) == 16
+        True
+        """
+        from purlin.snac import serialize
+        return serialize.programs_digest(self) if programs_only else serialize.digest(self)
 
     def buffer_nbytes(self, rank: int, buffer: str) -> int:
         """Addressable bytes of ``buffer`` on ``rank`` (staging/packets: one half)."""
@@ -209,6 +289,7 @@ class Schedule:
         raise KeyError(buffer)
 
     def instructions(self) -> Iterator[tuple[Program, int, Instruction]]:
+        """Every (program, index, instruction), programs in order."""
         for prog in self.programs:
             for i, ins in enumerate(prog.instrs):
                 yield prog, i, ins

@@ -59,6 +59,8 @@ class PlanEstimate:
 
     @property
     def memory_nbytes(self) -> int:
+        """Bytes the Python objects of such a plan take while it is built (the estimate
+        the memory limit is held against)."""
         return self.instructions * BYTES_PER_INSTRUCTION + self.refs * BYTES_PER_REF
 
 

@@ -64,7 +64,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
                            fix="it is the CTAs per rank, at least 1")
     topo, pol = check_limits(collective, topology, policy, cta_budget, table,
                              max_instructions=max_instructions, max_memory_nbytes=max_memory_nbytes)
-    c = collective
+    c = collective   # validated by check_limits; any count: pol.align is where pieces are cut
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
         if pol.regime == "latency":
@@ -136,13 +136,12 @@ def check_limits(collective: Collective, topology: Topology | str | None = None,
     max_memory_nbytes = limits.DEFAULT_MAX_MEMORY_NBYTES if max_memory_nbytes is None else \
         check_int("max_memory_nbytes", max_memory_nbytes, lo=1, error=PlanError)
     policy = _policy_arg(policy)
-    collective.validate(collective.dtype.itemsize)   # the shape first: worlds, names, sizes
+    collective.validate()   # the shape first: worlds, names, sizes (any element count)
     what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
     limits.check_plan_size(limits.lower_bound(collective), max_instructions, max_memory_nbytes,
                            what)
     topo = _topology_for(topology, collective.world)
     pol = resolve_policy(collective, topo, policy, cta_budget, table)
-    collective.validate(pol.align)
     limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback),
                            max_instructions, max_memory_nbytes, what)
     return topo, pol
@@ -224,7 +223,7 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
         return ops, 0
     size = {}
     remap: dict[tuple[int, int], int] = {}
-    slot = max(o.nbytes for o in ops)
+    slot = -(-max(o.nbytes for o in ops) // 16) * 16   # slots stay 16-byte aligned at any count
     for rank, offs in used.items():
         for k, off in enumerate(sorted(offs)):
             remap[(rank, off)] = k * slot

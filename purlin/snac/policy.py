@@ -1,9 +1,9 @@
 """Policies (the codesign knobs) and the default table that picks one.
 
 The table is the one readable place where size and world choose regime, algorithm,
-chunk and CTA counts. Numbers are Purlin's published defaults (PURLIN-NOTES.md);
-``codesign`` logs its pick at debug level. A sweep can replace the table per topology
-(``Policy.from_table``).
+chunk and CTA counts. Numbers are Purlin's published defaults
+(docs/sources.md#purlins-defaults); ``codesign`` logs its pick at debug level. A sweep
+can replace the table per topology (``Policy.from_table``).
 """
 from __future__ import annotations
 
@@ -95,10 +95,12 @@ class Policy:
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data (what ``Schedule.policy`` records)."""
         return asdict(self)
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
+        """The checked Policy ``d`` describes; PlanError naming an unknown or bad field."""
         if not isinstance(d, Mapping):
             raise PlanError(f"policy {d!r:.60}: expected a mapping of field -> value, got "
                             f"{type(d).__name__}")
@@ -108,6 +110,7 @@ class Policy:
         return Policy(**d).check()
 
     def with_(self, **changes: Any) -> "Policy":
+        """A checked copy with ``changes`` applied."""
         return replace(self, **changes).check()
 
 

@@ -24,6 +24,7 @@ def _ref(r: Ref) -> list:
 
 
 def instr_to_dict(ins) -> dict:
+    """One instruction as plain data: its class name under ``instr`` and its fields (Refs as lists)."""
     d: dict[str, Any] = {"instr": type(ins).__name__}
     for name in ins.__slots__:
         v = getattr(ins, name)
@@ -94,12 +95,14 @@ def instr_from_dict(d: dict, at: str = "instr", world: int = 1 << 24):
 
 
 def collective_to_dict(c: Collective) -> dict:
+    """A collective as plain data: name, op, dtype and both layouts as [name, nbytes] lists."""
     return {"name": c.name, "op": c.op, "dtype": c.dtype.name,
             "input": [[[b.name, b.nbytes] for b in blocks] for blocks in c.input.ranks],
             "output": [[[b.name, b.nbytes] for b in blocks] for blocks in c.output.ranks]}
 
 
 def collective_from_dict(d: dict) -> Collective:
+    """The Collective :func:`collective_to_dict` gave; ScheduleError for a malformed one."""
     if not isinstance(d, dict):
         raise ScheduleError(f"schedule collective: expected an object, got {type(d).__name__}")
     for key in ("name", "op", "dtype"):

@@ -43,6 +43,7 @@ class Op:
 
 @dataclass(frozen=True)
 class Synced:
+    """Programs with their Notify/Wait inserted, the signals they use and the epoch step."""
     programs: tuple[Program, ...]
     num_signals: int
     epoch_stride: int
@@ -60,18 +61,26 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
     gens: dict[int, int] = {}
     last_touch: dict[tuple[int, int, int], tuple[int, bool]] = {}
     orders: set[tuple[int, int]] = set()  # (from rank, to rank) with a dependency
-
-    def cta_of(i: int) -> tuple[int, int]:
-        if i < n:
-            return ops[i].rank, ops[i].cta
-        return (i - n) % world, 0
+    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
+    rank_of = [w[0] for w in where]
+    # inputs nobody writes hold themselves: a read of one only needs the owner's start
+    # when remote (no writer, and no later write to order after it)
+    inputs_read_only = not any(r.buffer == "input" for o in ops for r in o.dsts)
 
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
     for i, op in enumerate(ops):
-        me = (op.rank, op.cta)
+        me = where[i]
+        dep = deps[i]
         for ref in op.srcs:
+            if ref.buffer == "input" and inputs_read_only:
+                if ref.rank != op.rank:
+                    dep.add(start[ref.rank])
+                    last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+                continue
             key = (ref.rank, ref.buffer)
-            w_map = writers.setdefault(key, IntervalMap())
+            w_map = writers.get(key)
+            if w_map is None:
+                w_map = writers[key] = IntervalMap()
             pos = ref.offset
             for s, e, w in list(w_map.query(ref.offset, ref.offset + op.nbytes)) + [(None, None, None)]:
                 gap_end = s if s is not None else ref.offset + op.nbytes
@@ -80,43 +89,53 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
                         raise PlanError(f"planner bug: rank {op.rank} cta {op.cta} ({op.role}) reads "
                                         f"{ref.buffer}[{ref.rank}] bytes {pos}..{gap_end} before any write")
                     if ref.rank != op.rank:
-                        deps[i].add(start[ref.rank])
+                        dep.add(start[ref.rank])
                 if s is None:
                     break
                 pos = e
                 if ref.buffer not in USER and ops[w].rank != ref.rank:
                     remote_fill[(ops[w].rank, op.rank, op.cta)] = i
-                if cta_of(w) != me:
+                if where[w] != me:
                     if ref.buffer == "packets" and ops[w].kind == "put":
                         pdeps[i].append((Ref(ref.rank, "packets", s), e - s, gens[w]))
                         orders.add((ops[w].rank, op.rank))
                     else:
-                        deps[i].add(w)
-            readers.setdefault(key, IntervalMap()).update(
-                ref.offset, ref.offset + op.nbytes, lambda v, i=i: (v or ()) + (i,))
+                        dep.add(w)
+            r_map = readers.get(key)
+            if r_map is None:
+                r_map = readers[key] = IntervalMap()
+            r_map.update(ref.offset, ref.offset + op.nbytes, lambda v, i=i: (v or ()) + (i,))
             if ref.rank != op.rank:
                 _touch(last_touch, op, ref, i)
         for ref in op.dsts:
             key = (ref.rank, ref.buffer)
             lo, hi = ref.offset, ref.offset + op.nbytes
-            w_map = writers.setdefault(key, IntervalMap())
-            r_map = readers.setdefault(key, IntervalMap())
-            written = list(w_map.query(lo, hi))
-            for s, e, rs in r_map.query(lo, hi):
-                deps[i].update(r for r in rs if cta_of(r) != me)
+            w_map = writers.get(key)
+            if w_map is None:
+                w_map = writers[key] = IntervalMap()
+            r_map = readers.get(key)
+            if r_map is None:
+                r_map = readers[key] = IntervalMap()
+            fresh_r = r_map.is_empty(lo, hi)
+            written = [] if w_map.is_empty(lo, hi) else list(w_map.query(lo, hi))
+            if not fresh_r:
+                for s, e, rs in r_map.query(lo, hi):
+                    dep.update(r for r in rs if where[r] != me)
             for s, e, w in written:  # write after write: only where nobody read in between
-                if cta_of(w) != me and not any(rs for _, _, rs in r_map.query(s, e)):
-                    deps[i].add(w)
+                if where[w] != me and (fresh_r or not any(rs for _, _, rs in r_map.query(s, e))):
+                    dep.add(w)
             if not written and ref.buffer in USER and ref.rank != op.rank:
-                deps[i].add(start[ref.rank])
+                dep.add(start[ref.rank])
             if op.kind == "put":
                 gens[i] = 1 + max((gens.get(w, 0) for _, _, w in written), default=0)
             w_map.assign(lo, hi, i)
-            r_map.assign(lo, hi, ())
+            if not fresh_r:
+                r_map.assign(lo, hi, ())
             if ref.rank != op.rank and ref.buffer in USER:
-                _touch(last_touch, op, ref, i)
-        for d in deps[i]:
-            orders.add((cta_of(d)[0], op.rank))
+                last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+        if dep:
+            to = op.rank
+            orders.update({(rank_of[d], to) for d in dep})
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
     for (rank, cta, owner), (i, user) in last_touch.items():
         if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
@@ -125,7 +144,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str) 
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
             deps[end[writer]].add(i)
 
-    return _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom)
+    return _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where)
 
 
 def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
@@ -134,36 +153,51 @@ def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
     last_touch[key] = (i, prev[1] or ref.buffer in USER)
 
 
-def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Synced:
+def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where) -> Synced:
     n = len(ops)
-    where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
     consumers: dict[int, set[int]] = {}
     for i, ds in deps.items():
         for d in ds:
-            consumers.setdefault(d, set()).add(i)
+            c = consumers.get(d)
+            if c is None:
+                consumers[d] = {i}
+            else:
+                c.add(i)
     progs: dict[tuple[int, int], list[Instruction]] = {}
     roles: dict[tuple[int, int], set[str]] = {}
     counter: dict[tuple[int, int], int] = {}
     value: dict[int, int] = {}
     signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
     waited: dict[tuple[int, int], dict] = {}
+    waits: dict[tuple[int, int], Wait] = {}    # equal Waits are one object
     max_value = 1
     for i in list(start) + list(range(n)) + list(end):
         me = where[i]
-        prog = progs.setdefault(me, [])
-        seen = waited.setdefault(me, {})
-        best: dict[int, int] = {}
-        mine = signals[me[0]]
-        for d in deps.get(i, ()):
-            w = where[d]
-            if w != me:
-                sig = mine[w]
-                if best.get(sig, 0) < value[d]:
-                    best[sig] = value[d]
-        for sig in sorted(best):
-            if seen.get(sig, 0) < best[sig]:
-                prog.append(Wait(sig, best[sig]))
-                seen[sig] = best[sig]
+        prog = progs.get(me)
+        if prog is None:
+            prog = progs[me] = []
+            seen = waited[me] = {}
+        else:
+            seen = waited[me]
+        ds = deps.get(i)
+        if ds:
+            best: dict[int, int] = {}
+            mine = signals[me[0]]
+            for d in ds:
+                w = where[d]
+                if w != me:
+                    sig = mine[w]
+                    v = value[d]
+                    if best.get(sig, 0) < v:
+                        best[sig] = v
+            for sig in sorted(best):
+                v = best[sig]
+                if seen.get(sig, 0) < v:
+                    wt = waits.get((sig, v))
+                    if wt is None:
+                        wt = waits[(sig, v)] = Wait(sig, v)
+                    prog.append(wt)
+                    seen[sig] = v
         if i < n:
             for ref, nbytes, gen in pdeps.get(i, ()):
                 key = ("p", ref.offset, nbytes)
@@ -171,7 +205,11 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Sy
                     prog.append(WaitPackets(ref, nbytes, gen))
                     seen[key] = gen
             op = ops[i]
-            roles.setdefault(me, set()).add(op.role)
+            r = roles.get(me)
+            if r is None:
+                roles[me] = {op.role}
+            else:
+                r.add(op.role)
             if op.kind == "copy":
                 prog.append(Copy(op.srcs[0], op.dsts, op.nbytes, atom))
             elif op.kind == "reduce":
@@ -187,7 +225,10 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom) -> Sy
                 value[i] = v
                 max_value = max(max_value, v)
                 for t in targets:
-                    sig = signals[t].setdefault(me, len(signals[t]))
+                    st = signals[t]
+                    sig = st.get(me)
+                    if sig is None:
+                        sig = st[me] = len(st)
                     prog.append(Notify(t, sig, v))
     programs = tuple(
         Program(r, c, "+".join(sorted(roles.get((r, c), {"sync"}))), tuple(ins))

@@ -5,35 +5,38 @@ Checks, in order:
    writing CTA per signal with rising values; Reduce dtype/op match the spec;
 2. liveness: the walker runs every CTA to the end as if all were co-resident (a stuck
    run names the wait cycle or the Wait with no matching Notify);
-3. ordering: vector clocks over (rank, cta) streams; every read is ordered after the
-   write it reads, and every write after the previous write and all its readers (so no
-   staging slot is reused early); nothing writes the inputs;
+3. ordering: every read is ordered after the write it reads, and every write after the
+   previous write and all its readers (so no staging slot is reused early); nothing
+   writes the inputs;
 4. data: symbolic contents (which input bytes, reduced in which order) of every output
    byte equal the spec's naming, and every output byte is written exactly once;
 5. call windows: a peer touches a rank's input or output only after that rank has
    started the call and before all its CTAs end (start and end handshakes).
+
+Every rule is checked on every schedule; what makes it fast at rack scale is how
+(:mod:`purlin.snac.clocks`, :mod:`purlin.snac.shadow`): ordering questions go to vector
+clocks over only the programs that share bytes, the call windows to rank masks carried
+forward and backward along the walk, contents to interned position-free terms, and
+output writes are checked for overlap after the walk. Whenever that fast pass finds
+anything wrong it is run again without the deferral (and, if it must, with every program
+tracked), so the fault reported is the first one in walk order, as the rules above read.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import NamedTuple
+from itertools import chain
 
-import numpy as np
-
-from purlin.errors import ScheduleError
+from purlin.errors import Deadlock, ScheduleError
+from purlin.snac.clocks import Clocks, Untracked, tracked_programs
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, sources
-from purlin.snac.walk import walk
+from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait,
+                            WaitPackets, sources)
+from purlin.snac.shadow import Overlap, Shadow
+from purlin.snac.static import scan
+from purlin.snac.walk import SIGNAL_KEY, bursts
 from purlin.spec.collective import output_sources
 
-
-class Cell(NamedTuple):
-    """Shadow state of a byte range: who wrote it, what it holds, who read it since."""
-
-    writer: tuple[int, int] | None
-    terms: tuple[tuple[int, int], ...]   # (input rank, input offset at ``anchor``)
-    anchor: int
-    readers: tuple[tuple[int, int], ...] = ()
+USER = ("input", "output")
 
 
 def verify(s: Schedule) -> Schedule:
@@ -48,8 +51,17 @@ def verify(s: Schedule) -> Schedule:
     """
     if not isinstance(s, Schedule):
         raise ScheduleError(f"verify: expected a Schedule, got {type(s).__name__}")
-    _static(s)
-    _dynamic(s)
+    ok, acc = scan(s)
+    if not ok:
+        _static(s)   # names the first broken rule (or finds none: then on to the walk)
+    tracked = tracked_programs(*acc)
+    try:
+        _Dynamic(s, tracked, defer_outputs=True).run()
+    except (ScheduleError, Deadlock, Overlap, Untracked):
+        try:
+            _Dynamic(s, tracked, defer_outputs=False).run()
+        except Untracked:
+            _Dynamic(s, set(range(len(s.programs))), defer_outputs=False).run()
     return s
 
 
@@ -148,180 +160,231 @@ def _bounds(s: Schedule, at: str, what: str, r: Ref, n: int) -> None:
                             f"({size} B)")
 
 
-class _Shadow:
-    def __init__(self, s: Schedule):
+class _Dynamic:
+    """One pass over the walk: liveness, ordering, contents, and the start of the call
+    windows forward; the end of the call windows backward; then the outputs."""
+
+    def __init__(self, s: Schedule, tracked: set[int], defer_outputs: bool):
         self.s = s
-        self.mem: dict[tuple[int, str], IntervalMap] = {}
-        self.nprog = len(s.programs)
-        self.vc = [np.zeros(self.nprog, np.int64) for _ in range(self.nprog)]
-        self.notes: dict[tuple[int, int], tuple[list[int], list[np.ndarray]]] = {}
-        self.packets: dict[int, IntervalMap] = {}
+        progs = s.programs
+        self.ranks = [p.rank for p in progs]
+        self.clocks = Clocks(len(progs), tracked) if tracked else None
+        self.sh = Shadow(self.clocks, lambda k, i: _where(s, k, i), defer_outputs)
+        self.S = [1 << r for r in self.ranks]    # ranks with a CTA ordered before
+        self.note_S: list[int] = []              # per Notify/PutPackets: S when issued
+        self.note_E: list[int] = []              # ... and ranks whose end follows it
+        self.note_snap: list[tuple | None] = []
+        self.sig_notes: dict[int, tuple[list[int], list[int]]] = {}   # by signal key
+        self.pk_notes: dict[int, IntervalMap] = {}
+        # per program, in program order: 2*note+1 for a Wait (WaitPackets: one per note
+        # joined), 2*note for a Notify/PutPackets, -(j+1) for remote user access j
+        self.events: list[list[int]] = [[] for _ in progs]
+        self.remote: list[tuple[int, int, int]] = []   # (program, instr, rank mask)
+        self.runs: list[tuple[int, int, int]] = []     # (program, first event, end event)
 
-    def hb(self, acc: tuple[int, int], k: int) -> bool:
-        return acc[1] < self.vc[k][acc[0]]
+    def run(self) -> None:
+        for k, i0, i1 in bursts(self.s):
+            e0 = len(self.events[k])
+            self._burst(k, i0, i1)
+            self.runs.append((k, e0, len(self.events[k])))
+        self._ends()
+        self._outputs()
 
-    def who(self, acc: tuple[int, int]) -> str:
-        return _where(self.s, *acc)
+    # ---- forward ------------------------------------------------------------------
+    def _burst(self, k: int, i0: int, i1: int) -> None:
+        instrs = self.s.programs[k].instrs
+        rkey = self.ranks[k] * SIGNAL_KEY
+        ev = self.events[k]
+        append = ev.append
+        clocks = self.clocks
+        note_S, note_E, note_snap, sig_notes = self.note_S, self.note_E, self.note_snap, self.sig_notes
+        S = self.S[k]
+        for i in range(i0, i1):
+            ins = instrs[i]
+            t = type(ins)
+            if t is Wait:
+                vals, nids = sig_notes[rkey + ins.signal]
+                nid = nids[0] if len(nids) == 1 else nids[bisect_left(vals, ins.value)]
+                S |= note_S[nid]
+                if clocks is not None:
+                    clocks.join_later(k, note_snap[nid])
+                append(2 * nid + 1)
+            elif t is Notify:
+                nid = len(note_S)
+                note_S.append(S)
+                note_E.append(0)
+                note_snap.append(clocks.snapshot(k, i) if clocks is not None else None)
+                key = ins.peer * SIGNAL_KEY + ins.signal
+                ent = sig_notes.get(key)
+                if ent is None:
+                    sig_notes[key] = ([ins.value], [nid])
+                else:
+                    ent[0].append(ins.value)
+                    ent[1].append(nid)
+                append(2 * nid)
+            elif t is Copy or t is Reduce:
+                self.S[k] = S
+                self._window(k, i, ins)
+                if t is Copy:
+                    self._copy(k, i, ins.src, ins.dsts, ins.nbytes)
+                else:
+                    self._reduce(k, i, ins)
+            elif t is PutPackets:
+                self._copy(k, i, ins.src, (ins.dst,), ins.nbytes)
+                nid = len(note_S)
+                note_S.append(S)
+                note_E.append(0)
+                note_snap.append(clocks.snapshot(k, i) if clocks is not None else None)
+                m = self.pk_notes.get(ins.dst.rank)
+                if m is None:
+                    m = self.pk_notes[ins.dst.rank] = IntervalMap()
+                m.assign(ins.dst.offset, ins.dst.offset + ins.nbytes, nid)
+                append(2 * nid)
+            elif t is WaitPackets:
+                for _, _, nid in self.pk_notes[self.ranks[k]].query(ins.src.offset, ins.src.offset + ins.nbytes):
+                    S |= note_S[nid]
+                    if clocks is not None:
+                        clocks.join_later(k, note_snap[nid])
+                    append(2 * nid + 1)
+        self.S[k] = S
 
-    def read(self, k: int, i: int, r: Ref, n: int) -> list[tuple[int, int, Cell]]:
-        m = self.mem.setdefault((r.rank, r.buffer), IntervalMap())
-        out, pos = [], r.offset
-        for a, b, cell in list(m.query(r.offset, r.offset + n)) + [(r.offset + n, None, None)]:
-            if a > pos:
-                if r.buffer != "input":
-                    raise ScheduleError(f"{_where(self.s, k, i)}: reads {r.buffer}[{r.rank}] bytes "
-                                        f"{pos}..{a} before anything wrote them in this call (missing Wait for "
-                                        f"their producer?)")
-                out.append((pos, a, Cell(None, ((r.rank, 0),), 0)))
-            if b is None:
-                break
-            if cell.writer is not None and cell.writer[0] != k and not self.hb(cell.writer, k):
-                raise ScheduleError(f"{_where(self.s, k, i)}: reads {r.buffer}[{r.rank}] bytes {a}..{b} "
-                                    f"written by {self.who(cell.writer)} without waiting for it "
-                                    f"(missing Notify/Wait)")
-            out.append((a, b, cell))
-            pos = b
-        fresh = Cell(None, ((r.rank, 0),), 0)  # an input byte nobody wrote holds itself
-        m.update(r.offset, r.offset + n,
-                 lambda c: Cell(*(c or fresh)[:3], (c or fresh).readers + ((k, i),)))
-        return out
+    def _copy(self, k: int, i: int, src: Ref, dsts: tuple[Ref, ...], n: int) -> None:
+        sh = self.sh
+        got = sh.read(k, i, src, n)
+        for d in dsts:
+            delta = d.offset - src.offset
+            sh.write(k, i, d, [(a + delta, b + delta, sh.shift(tm, delta)) for a, b, tm in got])
 
-    def write(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, tuple, int]]) -> None:
-        """``pieces``: (start, end, terms, anchor) in absolute offsets of ``r.buffer``."""
-        at = _where(self.s, k, i)
-        if r.buffer == "input":
-            raise ScheduleError(f"{at}: writes into input of rank {r.rank} (rule: inputs are read-only)")
-        m = self.mem.setdefault((r.rank, r.buffer), IntervalMap())
-        for a, b, terms, anchor in pieces:
-            for x, y, cell in m.query(a, b):
-                if r.buffer == "output" and cell.writer is not None:
-                    raise ScheduleError(f"{at}: writes output[{r.rank}] bytes {x}..{y} already written by "
-                                        f"{self.who(cell.writer)} (rule: every output byte is written "
-                                        f"exactly once)")
-                for acc in cell.readers:
-                    if acc[0] != k and not self.hb(acc, k):
-                        raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} before "
-                                            f"{self.who(acc)} finished reading them (missing drain)")
-                if cell.writer is not None and cell.writer[0] != k and not self.hb(cell.writer, k):
-                    raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} written by "
-                                        f"{self.who(cell.writer)} with no order between the two")
-            m.assign(a, b, Cell((k, i), terms, anchor))
-
-
-def _dynamic(s: Schedule) -> None:
-    sh = _Shadow(s)
-    calls = _CallWindows(s)
-    for k, prog, i, ins in walk(s):
-        vc = sh.vc[k]
-        vc[k] = i
-        t = type(ins)
-        if t in (Copy, Reduce):
-            for r in sources(ins):
-                calls.access(k, i, vc, r, "reads")
-            for d in ins.dsts:
-                calls.access(k, i, vc, d, "writes")
-        if t is Copy:
-            got = sh.read(k, i, ins.src, ins.nbytes)
-            for d in ins.dsts:
-                delta = d.offset - ins.src.offset
-                sh.write(k, i, d, [(a + delta, b + delta, c.terms, c.anchor + delta) for a, b, c in got])
-        elif t is Reduce:
-            reads = [sh.read(k, i, r, ins.nbytes) for r in ins.srcs]
-            cuts = sorted({a - r.offset for r, got in zip(ins.srcs, reads) for a, _, _ in got} | {ins.nbytes})
-            for d in ins.dsts:
-                pieces = []
-                for a, b in zip(cuts, cuts[1:]):
-                    terms = []
-                    for r, got in zip(ins.srcs, reads):
-                        x = r.offset + a
-                        cell = next(c for lo, hi, c in got if lo <= x < hi)
-                        terms += [(rank, off + x - cell.anchor) for rank, off in cell.terms]
-                    pieces.append((d.offset + a, d.offset + b, tuple(terms), d.offset + a))
-                sh.write(k, i, d, pieces)
-        elif t is PutPackets:
-            got = sh.read(k, i, ins.src, ins.nbytes)
-            delta = ins.dst.offset - ins.src.offset
-            sh.write(k, i, ins.dst, [(a + delta, b + delta, c.terms, c.anchor + delta) for a, b, c in got])
-            snap = vc.copy()
-            snap[k] = i + 1
-            sh.packets.setdefault(ins.dst.rank, IntervalMap()).assign(
-                ins.dst.offset, ins.dst.offset + ins.nbytes, snap)
-        elif t is WaitPackets:
-            for _, _, snap in sh.packets[prog.rank].query(ins.src.offset, ins.src.offset + ins.nbytes):
-                np.maximum(vc, snap, out=vc)
-        elif t is Notify:
-            snap = vc.copy()
-            snap[k] = i + 1
-            values, snaps = sh.notes.setdefault((ins.peer, ins.signal), ([], []))
-            values.append(ins.value)
-            snaps.append(snap)
-        elif t is Wait:
-            values, snaps = sh.notes[(prog.rank, ins.signal)]
-            np.maximum(vc, snaps[bisect_left(values, ins.value)], out=vc)
-        vc[k] = i + 1
-    calls.check_ends(sh.vc)
-    _check_outputs(s, sh)
-
-
-class _CallWindows:
-    """A rank's input and output belong to the call only while that rank is in it: before,
-    its caller may still be writing the input (or reading the last call's output); after,
-    it may reuse them. So a peer's access to them must come after some CTA of that rank
-    has started (a start handshake) and before all of them have ended (an end handshake).
-    One call's data flow cannot show this, so it is checked here."""
-
-    def __init__(self, s: Schedule):
-        self.s = s
-        of: dict[int, list[int]] = {}
-        for k, p in enumerate(s.programs):
-            of.setdefault(p.rank, []).append(k)
-        self.of = {rank: np.asarray(ks) for rank, ks in of.items()}
-        self.none = np.zeros(0, np.int64)
-        self.remote: list[tuple[int, int, Ref, str]] = []
-
-    def access(self, k: int, i: int, vc: np.ndarray, r: Ref, what: str) -> None:
-        if r.rank == self.s.programs[k].rank or r.buffer not in ("input", "output"):
+    def _window(self, k: int, i: int, ins: Copy | Reduce) -> None:
+        """The start of the call window: every peer whose input or output this touches
+        has a CTA ordered before it. Records the access for :meth:`_ends`."""
+        rank = self.ranks[k]
+        mask = 0
+        for r in (ins.srcs if type(ins) is Reduce else (ins.src,)):
+            if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
+                mask |= 1 << r.rank
+        for r in ins.dsts:
+            if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
+                mask |= 1 << r.rank
+        if not mask:
             return
-        if not vc[self.of.get(r.rank, self.none)].any():
-            raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] before any CTA of "
-                                f"rank {r.rank} has started this call (missing start handshake: rank "
-                                f"{r.rank}'s caller may still be using that buffer)")
-        self.remote.append((k, i, r, what))
+        if mask & ~self.S[k]:
+            for r, what in self._user_refs(k, ins):
+                if not self.S[k] >> r.rank & 1:
+                    raise ScheduleError(
+                        f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] before any CTA of "
+                        f"rank {r.rank} has started this call (missing start handshake: rank "
+                        f"{r.rank}'s caller may still be using that buffer)")
+        self.events[k].append(-len(self.remote) - 1)
+        self.remote.append((k, i, mask))
 
-    def check_ends(self, vcs: list[np.ndarray]) -> None:
-        ends = {rank: np.maximum.reduce([vcs[j] for j in ks]) for rank, ks in self.of.items()}
-        for k, i, r, what in self.remote:
-            if not i < ends[r.rank][k]:
-                raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] with no order "
-                                    f"before rank {r.rank}'s CTAs all end (missing end handshake: rank "
-                                    f"{r.rank}'s call can return while this is in flight)")
+    def _user_refs(self, k: int, ins):
+        rank = self.ranks[k]
+        for r in sources(ins):
+            if r.rank != rank and r.buffer in USER:
+                yield r, "reads"
+        for r in ins.dsts:
+            if r.rank != rank and r.buffer in USER:
+                yield r, "writes"
+
+    def _reduce(self, k: int, i: int, ins: Reduce) -> None:
+        sh = self.sh
+        if all(r.buffer == "input" for r in ins.srcs):   # inputs hold themselves
+            done_in: dict[int, list] = {}
+            for d in ins.dsts:
+                pieces = done_in.get(d.offset)
+                if pieces is None:
+                    terms = sh.intern(tuple((r.rank, r.offset - d.offset) for r in ins.srcs))
+                    pieces = done_in[d.offset] = [(d.offset, d.offset + ins.nbytes, terms)]
+                sh.write(k, i, d, pieces)
+            return
+        reads = [sh.read(k, i, r, ins.nbytes) for r in ins.srcs]
+        if all(len(g) == 1 for g in reads):
+            cuts = [0, ins.nbytes]
+            at = [[g[0][2]] for g in reads]
+        else:
+            cuts = sorted({a - r.offset for r, got in zip(ins.srcs, reads) for a, _, _ in got} | {ins.nbytes})
+            at = []
+            for r, got in zip(ins.srcs, reads):
+                col, j = [], 0
+                for x in cuts[:-1]:
+                    while got[j][1] <= r.offset + x:
+                        j += 1
+                    col.append(got[j][2])
+                at.append(col)
+        done: dict[int, list] = {}
+        for d in ins.dsts:
+            pieces = done.get(d.offset)
+            if pieces is None:
+                pieces = []
+                for p, (a, b) in enumerate(zip(cuts, cuts[1:])):
+                    terms = sh.intern(tuple(chain.from_iterable(
+                        sh.shift(col[p], d.offset - r.offset) for r, col in zip(ins.srcs, at))))
+                    pieces.append((d.offset + a, d.offset + b, terms))
+                done[d.offset] = pieces
+            sh.write(k, i, d, pieces)
+
+    # ---- backward -----------------------------------------------------------------
+    def _ends(self) -> None:
+        """The end of the call window: every access to a peer's input or output is
+        ordered before the end of some CTA of that peer. Ranks whose end an event
+        precedes flow backward along the walk: from a Wait to the Notify it waited for."""
+        E = [1 << r for r in self.ranks]
+        note_E, remote, events = self.note_E, self.remote, self.events
+        bad: list[tuple[int, int]] = []
+        for k, e0, e1 in reversed(self.runs):
+            e = E[k]
+            ev = events[k]
+            for x in range(e1 - 1, e0 - 1, -1):
+                v = ev[x]
+                if v >= 0:
+                    if v & 1:
+                        note_E[v >> 1] |= e
+                    else:
+                        e |= note_E[v >> 1]
+                elif remote[-v - 1][2] & ~e:
+                    bad.append((-v - 1, e))
+            E[k] = e
+        if bad:
+            j, e = min(bad)
+            k, i, _ = remote[j]
+            ins = self.s.programs[k].instrs[i]
+            for r, what in self._user_refs(k, ins):
+                if not e >> r.rank & 1:
+                    raise ScheduleError(f"{_where(self.s, k, i)}: {what} {r.buffer}[{r.rank}] with no order "
+                                        f"before rank {r.rank}'s CTAs all end (missing end handshake: rank "
+                                        f"{r.rank}'s call can return while this is in flight)")
+
+    # ---- outputs --------------------------------------------------------------------
+    def _outputs(self) -> None:
+        c = self.s.collective
+        sh = self.sh
+        ordered = c.is_reduce and self.s.reduction == "rank"
+        maps: dict[int, IntervalMap] = {}
+        for p, srcs in output_sources(c):
+            if not p.nbytes:
+                continue
+            m = maps.get(p.rank)
+            if m is None:
+                m = maps[p.rank] = sh.output(p.rank)
+            want = sh.intern(tuple((x.rank, x.offset - p.offset) for x in srcs))
+            pos = p.offset
+            for a, b, cell in list(m.query(p.offset, p.offset + p.nbytes)) + [(p.offset + p.nbytes, None, None)]:
+                if a > pos:
+                    raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - p.offset}.."
+                                        f"{a - p.offset} are never written")
+                if b is None:
+                    break
+                got = cell[1]
+                if got is not want and (ordered or sorted(got) != sorted(want)):
+                    raise ScheduleError(f"output rank {p.rank}, block {p.name!r}, bytes {a - p.offset}.."
+                                        f"{b - p.offset}: holds {_describe(got, a)} but the spec needs "
+                                        f"{_describe(want, a)}")
+                pos = b
 
 
-def _check_outputs(s: Schedule, sh: _Shadow) -> None:
-    c = s.collective
-    ordered = c.is_reduce and s.reduction == "rank"
-    for p, srcs in output_sources(c):
-        if not p.nbytes:
-            continue
-        m = sh.mem.get((p.rank, "output"), IntervalMap())
-        pos = p.offset
-        for a, b, cell in list(m.query(p.offset, p.offset + p.nbytes)) + [(p.offset + p.nbytes, None, None)]:
-            if a > pos:
-                raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - p.offset}.."
-                                    f"{a - p.offset} are never written")
-            if b is None:
-                break
-            got = tuple((r, off + a - cell.anchor) for r, off in cell.terms)
-            want = tuple((x.rank, x.offset + a - p.offset) for x in srcs)
-            if got != want and (ordered or sorted(got) != sorted(want)):
-                raise ScheduleError(f"output rank {p.rank}, block {p.name!r}, bytes {a - p.offset}.."
-                                    f"{b - p.offset}: holds {_describe(got)} but the spec needs "
-                                    f"{_describe(want)}")
-            pos = b
-
-
-def _describe(terms: tuple[tuple[int, int], ...]) -> str:
+def _describe(terms: tuple[tuple[int, int], ...], at: int) -> str:
     if not terms:
         return "nothing"
-    parts = [f"input[{r}]+{off}" for r, off in terms]
+    parts = [f"input[{r}]+{at + e}" for r, e in terms]
     return parts[0] if len(parts) == 1 else "reduce(" + ", ".join(parts) + ")"

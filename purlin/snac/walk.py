@@ -3,6 +3,11 @@
 The reference executor and the verifier both ride on this walker, so "what order is
 legal" is defined once. State persists across calls (flags and packet tags are never
 cleared), which is what lets repeated calls test the epoch scheme.
+
+The order: a queue of runnable CTAs; the one at its head runs until it blocks on a Wait
+(or WaitPackets) that is not yet satisfied, or ends; a Notify (PutPackets) that can
+satisfy a blocked CTA puts it at the back of the queue. :func:`bursts` gives that order
+as runs of consecutive instructions of one CTA, :func:`walk` instruction by instruction.
 """
 from __future__ import annotations
 
@@ -15,12 +20,17 @@ from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import Instruction, Notify, Program, PutPackets, Schedule, Wait, WaitPackets
 
 
+SIGNAL_KEY = 1 << 32
+"""Flags are keyed ``rank * SIGNAL_KEY + signal`` (signals are below 2**32)."""
+
+
 @dataclass
 class SyncState:
-    """Absolute flag values and packet tags per rank; survives between calls."""
+    """Absolute flag values (keyed ``rank * SIGNAL_KEY + signal``) and packet tags per
+    (rank, half); survives between calls."""
 
     calls: int = 0
-    flags: dict[tuple[int, int], int] = field(default_factory=dict)
+    flags: dict[int, int] = field(default_factory=dict)
     tags: dict[tuple[int, int], IntervalMap] = field(default_factory=dict)  # (rank, half)
 
 
@@ -30,6 +40,29 @@ def walk(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, Pro
 
     Raises Deadlock naming each stuck CTA and what it waits for.
     """
+    progs = s.programs
+    for k, i0, i1 in bursts(s, state):
+        prog = progs[k]
+        instrs = prog.instrs
+        for i in range(i0, i1):
+            yield k, prog, i, instrs[i]
+
+
+def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, int, int]]:
+    """The order of :func:`walk` as (program index, first, end) runs: instructions
+    ``first..end-1`` of one program, run one after the other. The walker has executed a
+    run (its Notifies and PutPackets are visible) by the time it is yielded.
+
+    Raises Deadlock naming each stuck CTA and what it waits for.
+
+    Examples
+    --------
+    >>> from purlin.snac import plan
+    >>> from purlin.spec import library
+    >>> s = plan(library.all_gather(2, 64))
+    >>> sum(b - a for _, a, b in bursts(s)) == sum(len(p.instrs) for p in s.programs)
+    True
+    """
     state = state or SyncState()
     base = state.calls * s.epoch_stride
     half = state.calls % 2
@@ -37,43 +70,50 @@ def walk(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, Pro
     ptr = [0] * len(progs)
     ready = deque(range(len(progs)))
     queued = [True] * len(progs)
-    waiters: dict[tuple, list[int]] = {}
+    waiters: dict = {}   # signal key, or ("p", rank) for packets
     flags = state.flags
+    tags = state.tags
     while ready:
         k = ready.popleft()
         queued[k] = False
         prog = progs[k]
+        rank = prog.rank
+        rkey = rank * SIGNAL_KEY
         instrs = prog.instrs
-        while ptr[k] < len(instrs):
-            ins = instrs[ptr[k]]
+        n = len(instrs)
+        i = i0 = ptr[k]
+        while i < n:
+            ins = instrs[i]
             t = type(ins)
             if t is Wait:
-                if flags.get((prog.rank, ins.signal), 0) < base + ins.value:
-                    waiters.setdefault(("s", prog.rank, ins.signal), []).append(k)
+                if flags.get(rkey + ins.signal, 0) < base + ins.value:
+                    waiters.setdefault(rkey + ins.signal, []).append(k)
                     break
+            elif t is Notify:
+                key = ins.peer * SIGNAL_KEY + ins.signal
+                v = base + ins.value
+                if flags.get(key, 0) < v:
+                    flags[key] = v
+                woken = waiters.pop(key, None)
+                if woken:
+                    _wake(woken, ready, queued)
             elif t is WaitPackets:
-                tags = state.tags.setdefault((prog.rank, half), IntervalMap())
-                lo, hi = ins.src.offset, ins.src.offset + ins.nbytes
-                pos = lo
-                ok = True
-                for a, b, v in tags.query(lo, hi):
-                    if a > pos or v != base + ins.value:
-                        ok = False
-                        break
-                    pos = b
-                if not ok or pos < hi:
-                    waiters.setdefault(("p", prog.rank), []).append(k)
+                m = tags.get((rank, half))
+                if m is None or not m.covers(ins.src.offset, ins.src.offset + ins.nbytes, base + ins.value):
+                    waiters.setdefault(("p", rank), []).append(k)
                     break
-            yield k, prog, ptr[k], ins
-            ptr[k] += 1
-            if t is Notify:
-                key = (ins.peer, ins.signal)
-                flags[key] = max(flags.get(key, 0), base + ins.value)
-                _wake(waiters.pop(("s",) + key, ()), ready, queued)
             elif t is PutPackets:
-                state.tags.setdefault((ins.dst.rank, half), IntervalMap()).assign(
-                    ins.dst.offset, ins.dst.offset + ins.nbytes, base + ins.value)
-                _wake(waiters.pop(("p", ins.dst.rank), ()), ready, queued)
+                m = tags.get((ins.dst.rank, half))
+                if m is None:
+                    m = tags[(ins.dst.rank, half)] = IntervalMap()
+                m.assign(ins.dst.offset, ins.dst.offset + ins.nbytes, base + ins.value)
+                woken = waiters.pop(("p", ins.dst.rank), None)
+                if woken:
+                    _wake(woken, ready, queued)
+            i += 1
+        ptr[k] = i
+        if i > i0:
+            yield k, i0, i
     stuck = [k for k in range(len(progs)) if ptr[k] < len(progs[k].instrs)]
     if stuck:
         raise Deadlock(_explain(s, stuck, ptr, state, base))
@@ -103,7 +143,7 @@ def _explain(s: Schedule, stuck: list[int], ptr: list[int], state: SyncState, ba
         where = f"rank {prog.rank}, cta {prog.cta}, instr {ptr[k]}"
         if isinstance(ins, Wait):
             key = (prog.rank, ins.signal)
-            have = state.flags.get(key, 0) - base
+            have = state.flags.get(prog.rank * SIGNAL_KEY + ins.signal, 0) - base
             if sent.get(key, 0) < ins.value:
                 lines.append(f"{where}: Wait on signal {ins.signal} has no matching Notify "
                              f"({sent.get(key, 0)} sent, {ins.value} awaited)")

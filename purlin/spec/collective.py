@@ -64,10 +64,12 @@ class Collective:
 
     @property
     def world(self) -> int:
+        """Number of ranks."""
         return self.input.world
 
     @property
     def is_reduce(self) -> bool:
+        """Whether outputs reduce their sources (any op but ``copy``)."""
         return self.op != "copy"
 
     def sources(self) -> dict[str, tuple[Placed, ...]]:
@@ -77,15 +79,15 @@ class Collective:
             found.setdefault(p.name, []).append(p)
         return {k: tuple(v) for k, v in found.items()}
 
-    def validate(self, align: int = 16) -> "Collective":
-        """Check every rule; return self so calls chain. ``align`` is the Atom's access
-        width in bytes (16 generic/Hopper, 32 Blackwell): offsets and sizes must be
-        multiples of it."""
+    def validate(self, align: int | None = None) -> "Collective":
+        """Check every rule; return self so calls chain. Any whole number of elements at
+        any element offset is valid; ``align`` (bytes) adds the rule that every offset and
+        size is a multiple of it, for an executor that moves only whole vectors."""
         validate(self, align)
         return self
 
 
-def validate(c: Collective, align: int = 16) -> None:
+def validate(c: Collective, align: int | None = None) -> None:
     """Raise SpecError for the first broken rule, naming rank, block and rule."""
     dt: DType = c.dtype  # type: ignore[assignment]
     if c.op not in OPS:
@@ -98,7 +100,7 @@ def validate(c: Collective, align: int = 16) -> None:
                         f"ranks, output layout has {c.output.world}")
     if c.world < 1:
         raise SpecError(f"{c.name}: world size must be at least 1, got {c.world}")
-    if align < 1 or align % dt.itemsize:
+    if align is not None and (align < 1 or align % dt.itemsize):
         raise SpecError(f"{c.name}: alignment {align} B is not a multiple of the {dt.name} "
                         f"element size {dt.itemsize} B")
     for side, layout in (("input", c.input), ("output", c.output)):
@@ -117,7 +119,7 @@ def validate(c: Collective, align: int = 16) -> None:
                 if p.nbytes % dt.itemsize:
                     raise SpecError(f"{where}: size {p.nbytes} B is not a whole number of "
                                     f"{dt.name} elements ({dt.itemsize} B)")
-                if p.nbytes and (p.offset % align or p.nbytes % align):
+                if align is not None and p.nbytes and (p.offset % align or p.nbytes % align):
                     raise SpecError(f"{where}: offset {p.offset} / size {p.nbytes} B not "
                                     f"aligned to {align} B (rule: the Atom moves {align}-byte "
                                     f"vectors)")

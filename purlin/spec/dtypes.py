@@ -62,4 +62,5 @@ def dtype(name: str | DType) -> DType:
 
 
 def all_dtypes() -> tuple[DType, ...]:
+    """Every supported dtype."""
     return tuple(_DTYPES.values())

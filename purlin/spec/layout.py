@@ -67,9 +67,11 @@ class Layout:
 
     @property
     def world(self) -> int:
+        """Number of ranks."""
         return len(self.ranks)
 
     def nbytes(self, rank: int) -> int:
+        """Bytes of ``rank``'s buffer (the sum of its blocks)."""
         return sum(b.nbytes for b in self.ranks[rank])
 
     def placed(self, rank: int) -> tuple[Placed, ...]:
@@ -81,6 +83,7 @@ class Layout:
         return tuple(out)
 
     def all_placed(self) -> Iterable[Placed]:
+        """Every placed block of every rank, rank by rank."""
         for r in range(self.world):
             yield from self.placed(r)
 

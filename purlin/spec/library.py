@@ -31,6 +31,7 @@ def all_gather(world: int, nbytes: int, dtype="fp32", *, max_blocks: int = MAX_B
 
 def all_gather_v(world: int, sizes: Sequence[int], dtype="fp32", *,
                  max_blocks: int = MAX_BLOCKS) -> Collective:
+    """Rank r contributes ``sizes[r]`` bytes as block r; every rank ends with blocks 0..W-1."""
     sizes = _sizes(world, sizes, max_blocks)
     return Collective("all_gather_v" if len(set(sizes)) > 1 else "all_gather",
                       packed(world, sizes, name="{r}"),
@@ -46,6 +47,7 @@ def reduce_scatter(world: int, nbytes: int, dtype="fp32", op: str = "add", *,
 
 def reduce_scatter_v(world: int, sizes: Sequence[int], dtype="fp32", op: str = "add", *,
                      max_blocks: int = MAX_BLOCKS) -> Collective:
+    """Every rank holds blocks 0..W-1 of ``sizes``; rank q ends with the reduction of block q."""
     op = _reduce_op("reduce_scatter", op)
     sizes = _sizes(world, sizes, max_blocks)
     return Collective("reduce_scatter_v" if len(set(sizes)) > 1 else "reduce_scatter",
@@ -71,12 +73,14 @@ def all_to_all_v(world: int, matrix: Sequence[Sequence[int]], dtype="fp32", *,
 
 
 def broadcast(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root``'s ``x`` ends on every rank."""
     _check_root(world, root)
     return Collective("broadcast", packed(world, nbytes, ranks=[root]), packed(world, nbytes),
                       "copy", dtype)
 
 
 def reduce(world: int, nbytes: int, dtype="fp32", op: str = "add", root: int = 0) -> Collective:
+    """Rank ``root`` ends with the reduction of every rank's ``x``."""
     op = _reduce_op("reduce", op)
     _check_root(world, root)
     return Collective("reduce", packed(world, nbytes), packed(world, nbytes, ranks=[root]),
@@ -84,12 +88,14 @@ def reduce(world: int, nbytes: int, dtype="fp32", op: str = "add", root: int = 0
 
 
 def gather(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root`` ends with every rank's block, in rank order."""
     _check_root(world, root)
     out = Layout(tuple(_row(world, nbytes) if r == root else () for r in range(world)))
     return Collective("gather", packed(world, nbytes, name="{r}"), out, "copy", dtype)
 
 
 def scatter(world: int, nbytes: int, dtype="fp32", root: int = 0) -> Collective:
+    """Rank ``root`` holds blocks 0..W-1; rank q ends with block q."""
     _check_root(world, root)
     inp = Layout(tuple(_row(world, nbytes) if r == root else () for r in range(world)))
     return Collective("scatter", inp, packed(world, nbytes, name="{r}"), "copy", dtype)
@@ -164,6 +170,8 @@ REDUCING = ("all_reduce", "reduce_scatter", "reduce_scatter_v", "reduce")
 
 
 def canonical(name: str) -> str:
+    """The library name for ``name`` (``AllReduce`` and ``all-reduce`` -> ``all_reduce``);
+    SpecError if none."""
     if not isinstance(name, str):
         raise SpecError(f"collective {name!r}: expected a library name (a string), one of "
                         f"{', '.join(ALL)}")

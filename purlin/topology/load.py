@@ -61,7 +61,7 @@ def list_topologies() -> list[str]:
     return sorted(e.name[: -len(".yaml")] for e in root.iterdir() if e.name.endswith(".yaml") and e.is_file())
 
 
-def load_topology(name_or_path: str | Path, world: int | None = None) -> Topology:
+def load_topology(name_or_path: str | Path, world: int | None = None, gpus: int | None = None) -> Topology:
     """Load a shipped topology by name, or a YAML file by path.
 
     Parameters
@@ -71,12 +71,17 @@ def load_topology(name_or_path: str | Path, world: int | None = None) -> Topolog
         ``.yaml``/``.yml`` file.
     world : int, optional
         Rank count for a loopback topology (overrides its ``ranks``).
+    gpus : int, optional
+        Use only the first ``gpus`` GPUs of the system, each with its own links as in
+        the file (a box with some GPUs idle, e.g. two GPUs of an HGX). The name becomes
+        ``<name>-<gpus>of<N>`` (``hgx-h200-8`` -> ``hgx-h200-2of8``); all N is the file
+        itself. Files whose links are listed ``pairs`` cannot be cut this way.
 
     Raises
     ------
     TopologyError
-        If the name is unknown, the file is missing or not YAML, or its content is
-        invalid (the message names the file and the field).
+        If the name is unknown, the file is missing or not YAML, its content is
+        invalid (the message names the file and the field), or ``gpus`` does not fit.
 
     Examples
     --------
@@ -84,9 +89,34 @@ def load_topology(name_or_path: str | Path, world: int | None = None) -> Topolog
     8
     >>> load_topology("h200-loopback", world=4).world
     4
+    >>> two = load_topology("hgx-h200-8", gpus=2)
+    >>> two.name, two.world, two.link("gpu1->nvswitch").bandwidth_gbps
+    ('hgx-h200-2of8', 2, 370.0)
     """
     text, where = _read(name_or_path)
-    return parse_topology(_yaml(text, where), where=where, world=world)
+    data = _yaml(text, where)
+    if gpus is not None:
+        data, where = _first_gpus(data, gpus, where)
+    return parse_topology(data, where=where, world=world)
+
+
+def _first_gpus(data: object, gpus: int, where: str) -> tuple[dict, str]:
+    """The topology mapping cut to its first ``gpus`` GPUs (see :func:`load_topology`),
+    and the name for messages; all of them: the file unchanged."""
+    if not isinstance(data, dict) or isinstance(data.get("gpus"), bool) or not isinstance(data.get("gpus"), int):
+        raise TopologyError(f"{where}: gpus: the file has no GPU count to cut")
+    total = data["gpus"]
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= total:
+        raise TopologyError(f"{where}: gpus={gpus!r}: must be an int from 1 to the file's {total} GPUs")
+    if any(isinstance(group, dict) and "pairs" in group for group in data.get("links") or ()):
+        raise TopologyError(f"{where}: gpus={gpus}: links listed as pairs cannot be cut to fewer GPUs "
+                            "(write a file for the smaller system)")
+    if gpus == total:
+        return data, where
+    name = str(data.get("name", ""))
+    suffix = f"-{total}"
+    cut = f"{name[: -len(suffix)]}-{gpus}of{total}" if name.endswith(suffix) else f"{name}-{gpus}of{total}"
+    return {**data, "gpus": gpus, "name": cut}, f"{where} with {gpus} GPUs"
 
 
 def _decode(data: bytes, where: str) -> str:

@@ -150,10 +150,14 @@ def path_latency_us(topology: Topology, p: int, q: int) -> float:
     >>> round(path_latency_us(minimal(4), 0, 1), 3)  # 2 x 0.05 link + 0.4 switch
     0.5
     """
-    nodes = _path(topology, topology.gpu_of(p).name, topology.gpu_of(q).name)
-    wires = sum((topology.graph.edges[a, b]["link"].latency_us for a, b in zip(nodes, nodes[1:])), 0.0)
-    parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
-    return wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+    a, b = topology.gpu_of(p).name, topology.gpu_of(q).name
+    key = ("latency", a, b)
+    if key not in topology._routes:   # cached: a rack asks for every pair of GPUs
+        nodes = _path(topology, a, b)
+        wires = sum((topology.graph.edges[x, y]["link"].latency_us for x, y in zip(nodes, nodes[1:])), 0.0)
+        parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
+        topology._routes[key] = wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+    return topology._routes[key]
 
 
 def direct_peers(topology: Topology, rank: int) -> tuple[int, ...]:
@@ -242,16 +246,30 @@ def _direct_gpus(topology: Topology, gpu: str) -> frozenset[str]:
 
 
 def _path(topology: Topology, a: str, b: str) -> tuple[str, ...]:
-    """Node sequence of the route a -> b (cached); switch-only paths when direct."""
+    """Node sequence of the route a -> b (cached); switch-only paths when direct.
+
+    Hop counts to ``b`` are found once per destination (a rack asks for every pair):
+    over the switches alone for a direct pair, which gives the same shortest paths as
+    searching with ``a`` included (a path back through ``a`` is never shortest)."""
     if a == b:
         return ()
     key = ("path", a, b)
     if key not in topology._routes:
+        direct = b in _direct_gpus(topology, a)
+        topology._routes[key] = _first_shortest_path(topology.graph, a, b, _hops_to(topology, b, direct))
+    return topology._routes[key]
+
+
+def _hops_to(topology: Topology, b: str, switches_only: bool) -> dict[str, int]:
+    """Hop count to ``b`` from every node that reaches it (cached): through switches
+    only, or through anything."""
+    key = ("hops", b, switches_only)
+    if key not in topology._routes:
         full = topology.graph
         g = full
-        if b in _direct_gpus(topology, a):
-            g = nx.subgraph_view(full, filter_node=lambda n: n in (a, b) or isinstance(full.nodes[n]["part"], Switch))
-        topology._routes[key] = _first_shortest_path(g, a, b)
+        if switches_only:
+            g = nx.subgraph_view(full, filter_node=lambda n: n == b or isinstance(full.nodes[n]["part"], Switch))
+        topology._routes[key] = nx.single_source_shortest_path_length(g.reverse(copy=False), b)
     return topology._routes[key]
 
 
@@ -262,14 +280,20 @@ def _node_key(name: str) -> tuple[int, int, str]:
     return (1, 0, name)
 
 
-def _first_shortest_path(g: nx.DiGraph, a: str, b: str) -> tuple[str, ...]:
-    """The shortest a -> b path whose node sequence sorts first under ``_node_key``."""
-    dist = nx.single_source_shortest_path_length(g.reverse(copy=False), b)
-    if a not in dist:
-        raise TopologyError(f"{g.graph.get('name', 'topology')}: no path from {a} to {b}")
-    path = [a]
-    while path[-1] != b:
-        here = path[-1]
-        closer = [n for n in g.successors(here) if dist.get(n) == dist[here] - 1]
-        path.append(min(closer, key=_node_key))
+def _first_shortest_path(g: nx.DiGraph, a: str, b: str, dist: dict[str, int]) -> tuple[str, ...]:
+    """The shortest a -> b path whose node sequence sorts first under ``_node_key``, given
+    the hop counts ``dist`` to ``b`` of the nodes the path may cross (``a`` may be missing:
+    it is then one hop more than its nearest successor)."""
+    d = dist.get(a)
+    if d is None:
+        nxt = [dist[n] for n in g.successors(a) if n in dist]
+        if not nxt:
+            raise TopologyError(f"{g.graph.get('name', 'topology')}: no path from {a} to {b}")
+        d = 1 + min(nxt)
+    path, here = [a], a
+    while here != b:
+        closer = [n for n in g.successors(here) if dist.get(n) == d - 1]
+        here = min(closer, key=_node_key)
+        path.append(here)
+        d -= 1
     return tuple(path)

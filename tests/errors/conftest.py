@@ -30,7 +30,7 @@ gpu: {hbm_bandwidth_gbps: 1000, sms: 4, copy_engines: 1, nvlink_per_sm_gbps: 10,
 def _calibration(**values) -> str:
     d = to_dict(load_calibration("h200"))
     for key, v in values.items():
-        d["parameters"][key]["value"] = v
+        d["parameters"].setdefault(key, {"provenance": "measured", "source": "test"})["value"] = v
     return json.dumps(d)
 
 

@@ -10,6 +10,7 @@ Needs nbformat, nbclient and ipykernel (``pip install -e '.[dev]'``); skipped wi
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -21,7 +22,8 @@ pytest.importorskip("ipykernel", reason="notebook tests need ipykernel (pip inst
 
 from nbclient.exceptions import CellExecutionError, CellTimeoutError  # noqa: E402
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 KERNEL = "python3"
 CELL_TIMEOUT_S = 300
@@ -57,8 +59,10 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     nb = nbformat.read(path, as_version=4)
     assert not any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), (
         f"{path.name} is stored with outputs; clear them before committing")
-    # The kernel inherits this environment: figures go to tmp, plots need no display.
+    # The kernel inherits this environment: figures go to tmp, plots need no display, and
+    # ``import purlin`` finds this checkout (not whichever one is pip-installed).
     monkeypatch.setenv("PURLIN_NOTEBOOK_FIGURES", str(tmp_path / "figures"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     before = _files(NOTEBOOK_DIR)
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL,

@@ -1,20 +1,20 @@
 """The committed GPU results stay consistent with the code that claims them.
 
-- the calibration in topologies/calibration/h200.json is what benchmarks/fit_calibration.py
-  fits from the committed raw microbenchmarks, and the other GPUs' executor-derived
-  parameters follow from it;
+- the calibration in topologies/calibration/h200.json is what purlin.sim.fit (run by
+  benchmarks/fit_calibration.py) fits from the committed raw microbenchmarks, and the other
+  GPUs' executor-derived parameters follow from it;
 - the simulator, with that calibration, reproduces every committed prediction of
   benchmarks/results/h200-validation.json (same schedule digest, same time);
 - the summaries are what their points say.
 """
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 
-from purlin.sim import simulate
+from purlin.sim import fit as fc
+from purlin.sim import simulate, validation
 from purlin.snac import plan
 from purlin.snac.serialize import programs_digest
 from purlin.spec import library
@@ -22,7 +22,6 @@ from purlin.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def load(name):
@@ -33,9 +32,8 @@ def load(name):
 
 
 def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
-    """h200.json is what fit_calibration.py makes of the committed raw files: the memory
-    knee it picks and every measured parameter at that knee."""
-    import fit_calibration as fc
+    """h200.json is what the fit makes of the committed raw files: the memory knee it
+    picks and every measured parameter at that knee."""
     raw = load("h200-calibration-raw.json")
     ex = load("h200-executor-calibration-raw.json")
     hbm = load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps
@@ -51,8 +49,7 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
 
 def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks():
     """The terms fit through the simulator (reduce in the L2, per-source reduce start,
-    packet poll) are what fit_calibration.py makes of the committed raws and calibration."""
-    import fit_calibration as fc
+    packet poll) are what the fit makes of the committed raws and calibration."""
     ex = load("h200-executor-calibration-raw.json")
     doc = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())
     cal = doc["parameters"]
@@ -66,7 +63,6 @@ def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks
 
 @pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "gb200", "mi300x", "rubin"])
 def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
-    import fit_calibration as fc
     cal_dir = ROOT / "topologies" / "calibration"
     h200 = json.loads((cal_dir / "h200.json").read_text())["parameters"]
     other = json.loads((cal_dir / f"{gpu}.json").read_text())["parameters"]
@@ -132,13 +128,12 @@ def test_simulator_reproduces_the_executor_microbenchmarks():
     the ones it was not (the smaller single push/unpack pairs test the packet model). The
     larger packet reduce is a gap the model has no term for: bounded here, so that a
     change in it shows."""
-    import validate
-    errs = validate.microbenchmark_errors()
-    gaps = validate.known_gaps(errs)
+    errs = validation.microbenchmark_errors(load("h200-executor-calibration-raw.json"))
+    gaps = validation.known_gaps(errs)
     rest = [abs(e) for k, e in errs.items() if k not in gaps]
     assert len(errs) >= 88 and len(gaps) == 1
     assert statistics.median(rest) < 0.05
-    held = validate.held_out(errs)
+    held = validation.held_out(errs)
     assert len(held) == 2 and max(abs(e) for e in held) < 0.12
     pkt = [e for (name, p), e in errs.items() if name == "pkt_reduce" and (name, p) not in gaps]
     assert len(pkt) == 11 and max(abs(e) for e in pkt) < 0.10   # m = 1, 3, 4, 7 alone; crowded (fit)
@@ -174,12 +169,11 @@ def test_two_gpu_run_used_todays_default_and_its_prediction_reproduces():
     """h200x2-collectives.json is the default policy's run: every point correct, every
     recorded policy what the planner picks today for that box; h200x2-prediction.json is
     what the simulator says for those schedules."""
-    import multi_gpu
-    from purlin.sim import simulate
     from purlin.snac import Policy
     runs = load("h200x2-collectives.json")
     pred = load("h200x2-prediction.json")
-    topo = multi_gpu.h200_box(2)
+    topo = load_topology("hgx-h200-8", gpus=2)
+    assert topo.name == pred["topology"] == "hgx-h200-2of8"
     assert runs["summary"]["all_correct"] and all(r["wrong"] == 0 for r in runs["rows"])
     assert len(runs["rows"]) == len(pred["rows"]) == 99
     for r, p in list(zip(runs["rows"], pred["rows"]))[::7]:

@@ -303,3 +303,53 @@ def test_a_reduce_in_the_l2_runs_l2_reduce_speedup_times_faster(l2_mib, us_of_by
                                            MB, "fp32", "add"),))
     r = simulate(schedule([prog], nbytes=MB), minimal(2), c)
     assert r.time_us == pytest.approx(1.0 + 0.2 + us_of_bytes)
+
+
+# ---- the engine's shortcuts give the answers of the slow ways ---------------------------
+
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "reduce_scatter_v", "all_to_all_v"])
+def test_fused_positions_agree_with_the_ir_rule(name):
+    from purlin.sim.packets import fused_positions
+    from purlin.snac import Policy, plan
+    from purlin.snac.ir import fused_read
+    from purlin.spec import library
+    for pol in (Policy(regime="latency"), Policy(regime="latency", algorithm="two_shot")):
+        s = plan(library.from_size(name, 4, 8 << 10, seed=3), minimal(4), pol)
+        for p in s.programs:
+            want = {i for i, ins in enumerate(p.instrs) if isinstance(ins, WaitPackets) and fused_read(p.instrs, i)}
+            assert fused_positions(p.instrs) == want
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather_v", "all_to_all_v"])
+def test_packet_landing_times_equal_landing_events(name):
+    """Packets filed as (time, seq) when a put starts or ends, with one entry per waiting
+    CTA, give the times of landing them event by event."""
+    from purlin.sim import engine
+    from purlin.sim.packets import PacketEvents, PacketTimes
+    from purlin.snac import Policy, plan
+    from purlin.spec import library
+    topo = minimal(4)
+    s = plan(library.from_size(name, 4, 16 << 10, seed=5), topo, Policy(regime="latency"))
+    cal = round_calibration(**{"packet_gbps": 20.0, "packet_read_gbps": 30.0, "packet_poll_us": 0.3,
+                               "sm.cta_remote_gbps": 40.0})
+    times = []
+    for book in (PacketTimes, PacketEvents):
+        run = engine._Run(s, topo, cal, True, book)
+        run.go()
+        times.append(sorted(run.records))
+    assert times[0] == times[1]
+
+
+def test_overlapping_puts_of_one_tag_fall_back_to_landing_events(cal):
+    """Two puts write the same window with one tag (the IR never does): the engine lands
+    packets event by event instead, and the reader still waits for both."""
+    puts = [Program(0, k, "put", (PutPackets(Ref(0, "input", 0), Ref(1, "packets", k * 512), MB // 2, 1),))
+            for k in range(2)]
+    wait = Program(1, 0, "consume", (WaitPackets(Ref(1, "packets", 0), MB // 2, 1),))
+    from purlin.sim import engine
+    from purlin.sim.packets import Overlapping, PacketTimes
+    s = schedule(puts + [wait])
+    with pytest.raises(Overlapping):
+        engine._Run(s, minimal(2), cal, False, PacketTimes).go()
+    r = simulate(s, minimal(2), cal)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 20.0 + 1.0)   # 2 x 1 MB of wire share the link

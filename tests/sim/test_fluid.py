@@ -148,3 +148,54 @@ def test_knee_must_be_a_finite_exponent_per_resource():
         FluidModel([100.0, 50.0], [4.0])
     with pytest.raises(ValueError, match="knee"):
         FluidModel([100.0], [-1.0])
+
+
+# ---- the vectorized solver is progressive filling ----------------------------------------
+from purlin.sim.maxmin import fill, kept_below, progressive  # noqa: E402
+
+_FLOWS = st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
+                            st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=3, max_size=3),
+                            st.one_of(st.just(math.inf), st.floats(1.0, 80.0))),
+                  min_size=1, max_size=30)
+_CAPS = np.array([100.0, 60.0, 150.0, 40.0, 90.0, 120.0, np.inf])
+
+
+def _arrays(flows):
+    idx = np.full((len(flows), 3), 6)
+    w = np.zeros((len(flows), 3))
+    for j, (res, wts, _) in enumerate(flows):
+        idx[j, :len(res)] = res
+        w[j, :len(res)] = wts[:len(res)]
+    return idx, w, np.array([c for _, _, c in flows])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_FLOWS)
+def test_local_bottleneck_rounds_equal_progressive_filling(flows):
+    idx, w, cap = _arrays(flows)
+    got, rem = fill(idx, w, cap, _CAPS, 6)
+    want, rem0 = progressive(idx, w, cap, _CAPS, 6)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
+    assert np.allclose(rem[:6], rem0[:6], rtol=1e-9, atol=1e-7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_FLOWS, st.data())
+def test_flows_below_the_changed_level_keep_their_rates(flows, data):
+    """Remove some flows and add others: solving only the flows above the level at which
+    the change can matter gives the fresh solution."""
+    idx, w, cap = _arrays(flows)
+    old, _ = progressive(idx, w, cap, _CAPS, 6)
+    gone = data.draw(st.lists(st.integers(0, len(flows) - 1), unique=True, max_size=3))
+    stay = np.setdiff1d(np.arange(len(flows)), gone)
+    extra = data.draw(_FLOWS.filter(lambda f: len(f) <= 3))
+    i2, w2, c2 = _arrays(extra)
+    idx_n = np.vstack([idx[stay], i2])
+    w_n = np.vstack([w[stay], w2])
+    cap_n = np.r_[cap[stay], c2]
+    new = np.r_[np.zeros(len(stay), bool), np.ones(len(extra), bool)]
+    old_n = np.r_[old[stay], np.zeros(len(extra))]
+    keep = kept_below(idx_n, w_n, cap_n, _CAPS, 6, old_n, new, [float(old[g]) for g in gone])
+    got, _ = fill(idx_n, w_n, cap_n, _CAPS, 6, keep, old_n)
+    want, _ = progressive(idx_n, w_n, cap_n, _CAPS, 6)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9)

@@ -1,8 +1,8 @@
 """Physics of the model, on planned schedules over shipped topologies.
 
 The throughput-regime policy pins Purlin's per-peer consumer split (consumers a
-multiple of W-1: PURLIN-NOTES "the rest are split per peer") and 1 MiB chunks, so the
-numbers test the simulator rather than the planner's current defaults.
+multiple of W-1: "the rest are split per peer", docs/sources.md#purlins-defaults) and
+1 MiB chunks, so the numbers test the simulator rather than the planner's current defaults.
 """
 import pytest
 

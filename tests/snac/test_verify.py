@@ -127,3 +127,192 @@ def test_two_writers_on_one_signal():
     bad = edit(s, k2, s.programs[k2].instrs + (Notify(target.peer, target.signal, 1),))
     with pytest.raises(ScheduleError, match="one writer per signal"):
         verify(bad)
+
+
+# ---- the fast verifier against the one it replaced ------------------------------------
+# tests/snac/verify_oracle.py is the verifier of commit 3934e54 word for word. Every
+# schedule below, and every planted bug in it, must get the same verdict from both: the
+# same exception type and message, or none. The bugs are planted at random (a dropped,
+# duplicated, moved or swapped instruction; a shifted offset; a changed signal, value,
+# peer or rank), so each shortcut of the fast one (clocks over tracked programs only,
+# rank masks for the call windows, deferred output writes, interned contents) meets
+# faults it must not miss.
+import random  # noqa: E402
+import re  # noqa: E402
+import zlib  # noqa: E402
+
+from purlin.snac import Reduce, PutPackets, WaitPackets  # noqa: E402
+from tests.snac import verify_oracle  # noqa: E402
+
+
+def _verdict(fn, s):
+    """(exception type, message) or None. Where a wrong output is described, the end of
+    the byte range is left out: the old verifier cut contents at every earlier read of
+    the same input bytes (it kept readers of inputs), the new one at every change of
+    contents, so a run of equally wrong bytes may be reported whole."""
+    try:
+        fn(s)
+    except (ScheduleError, Deadlock) as e:
+        return type(e).__name__, re.sub(r"bytes (\d+)\.\.\d+: holds", r"bytes \1..: holds", str(e))
+    return None
+
+
+def _mutate(s, rng):
+    """One random planted bug in ``s``."""
+    progs = list(s.programs)
+    k = rng.randrange(len(progs))
+    instrs = list(progs[k].instrs)
+    if not instrs:
+        return s
+    i = rng.randrange(len(instrs))
+    ins = instrs[i]
+    kind = rng.choice(["drop", "dup", "swap", "move", "offset", "value", "signal", "peer", "rank"])
+    if kind == "drop":
+        del instrs[i]
+    elif kind == "dup":
+        instrs.insert(i, ins)
+    elif kind == "swap" and i + 1 < len(instrs):
+        instrs[i], instrs[i + 1] = instrs[i + 1], instrs[i]
+    elif kind == "move" and len(progs) > 1:
+        del instrs[i]
+        j = rng.randrange(len(progs))
+        if j != k:
+            other = list(progs[j].instrs)
+            other.insert(rng.randrange(len(other) + 1), ins)
+            progs[j] = replace(progs[j], instrs=tuple(other))
+    elif kind in ("offset", "rank") and isinstance(ins, (Copy, Reduce, PutPackets, WaitPackets)):
+        fields = [f for f in ("src", "dst", "srcs", "dsts") if hasattr(ins, f)]
+        f = rng.choice(fields)
+        refs = getattr(ins, f)
+        many = isinstance(refs, tuple)
+        lst = list(refs) if many else [refs]
+        j = rng.randrange(len(lst))
+        r = lst[j]
+        if kind == "offset":
+            lst[j] = replace(r, offset=max(0, r.offset + rng.choice([-64, -16, 16, 64])))
+        else:
+            lst[j] = replace(r, rank=(r.rank + rng.choice([1, -1])) % s.world)
+        instrs[i] = replace(ins, **{f: tuple(lst) if many else lst[0]})
+    elif kind == "value" and hasattr(ins, "value"):
+        instrs[i] = replace(ins, value=max(1, ins.value + rng.choice([-1, 1])))
+    elif kind == "signal" and isinstance(ins, (Wait, Notify)):
+        instrs[i] = replace(ins, signal=(ins.signal + 1) % s.num_signals)
+    elif kind == "peer" and isinstance(ins, Notify):
+        instrs[i] = replace(ins, peer=(ins.peer + 1) % s.world)
+    progs[k] = replace(progs[k], instrs=tuple(instrs))
+    return replace(s, programs=tuple(progs))
+
+
+CASES = [(name, w, size, pol) for name in library.PURLIN_SEVEN for w, size in ((3, 1 << 10), (4, 8 << 10))
+         for pol in (Policy(regime="latency"), Policy(regime="throughput", chunk_nbytes=512, staging_nbytes=2048),
+                     Policy(regime="direct", put_ctas=2, consumer_ctas=2),
+                     Policy(regime="throughput", algorithm="ring", chunk_nbytes=512, staging_nbytes=4096))]
+
+
+@pytest.mark.parametrize("name, world, size, pol", CASES,
+                         ids=[f"{n}-w{w}-{s}-{p.regime}-{p.algorithm}" for n, w, s, p in CASES])
+def test_fast_verifier_agrees_with_the_old_one_on_planted_bugs(name, world, size, pol):
+    c = library.from_size(name, world, size, "fp32", seed=1)
+    try:
+        s = plan(c, policy=pol, check=False)
+    except Exception as e:   # a policy this collective does not take
+        pytest.skip(str(e))
+    assert _verdict(verify, s) is None and _verdict(verify_oracle.verify, s) is None
+    rng = random.Random(zlib.crc32(f"{name}{world}{size}{pol.regime}{pol.algorithm}".encode()))
+    found = 0
+    for _ in range(40):
+        bad = _mutate(s, rng)
+        want = _verdict(verify_oracle.verify, bad)
+        assert _verdict(verify, bad) == want
+        found += want is not None
+    assert found >= 8   # most planted bugs are bugs
+
+
+# ---- each shortcut of the fast verifier, on a bug only it could miss --------------------
+from purlin.snac.ir import Program, Schedule  # noqa: E402
+
+
+def _hand(programs, world=3, nbytes=64, num_signals=4, name="all_gather"):
+    c = library.all_gather(world, nbytes) if name == "all_gather" else library.all_reduce(world, nbytes)
+    return Schedule(c, tuple(programs), staging_nbytes=4 * nbytes, packets_nbytes=4 * nbytes,
+                    num_signals=num_signals, epoch_stride=16)
+
+
+def test_a_race_on_a_byte_range_touched_once_each_is_caught():
+    """The writer and the reader each touch staging[0] once: both must be tracked."""
+    w = Program(0, 0, "put", (Copy(Ref(0, "input", 0), (Ref(0, "staging", 0),), 64),))
+    r = Program(0, 1, "get", (Copy(Ref(0, "staging", 0), (Ref(0, "output", 0),), 64),))
+    ok_r = Program(0, 1, "get", (Wait(0, 1),) + r.instrs)
+    ok_w = Program(0, 0, "put", w.instrs + (Notify(0, 0, 1),))
+    assert _verdict(verify, _hand([ok_w, ok_r], world=1)) is None
+    bad = _hand([w, Program(0, 1, "get", (Copy(Ref(0, "staging", 0), (Ref(0, "output", 0),), 64),))], world=1)
+    assert _verdict(verify, bad) == _verdict(verify_oracle.verify, bad)
+    with pytest.raises(ScheduleError, match="reads staging|without waiting"):
+        verify(bad)
+
+
+def test_a_double_output_write_found_after_the_walk_names_the_later_writer():
+    """Output writes are checked for overlap only after the walk; the report is still the
+    first offending write in walk order, naming the earlier one."""
+    a = Program(0, 0, "a", (Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), 64),))
+    b = Program(0, 1, "b", (Copy(Ref(0, "input", 0), (Ref(0, "output", 32),), 64),))
+    bad = _hand([a, b], world=1, nbytes=128)
+    with pytest.raises(ScheduleError, match=r"rank 0, cta 1, instr 0: writes output\[0\] bytes 32..64 "
+                                            r"already written by rank 0, cta 0, instr 0"):
+        verify(bad)
+    assert _verdict(verify, bad) == _verdict(verify_oracle.verify, bad)
+
+
+def test_an_output_read_during_the_walk_sees_its_deferred_writes():
+    """An output read by another CTA without a wait is a race even though output writes
+    are deferred: the read turns the output back into shadowed memory first."""
+    a = Program(0, 0, "a", (Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), 64),))
+    b = Program(0, 1, "b", (Copy(Ref(0, "output", 0), (Ref(0, "staging", 0),), 64),))
+    bad = _hand([a, b], world=1)
+    assert _verdict(verify, bad) == _verdict(verify_oracle.verify, bad)
+    with pytest.raises(ScheduleError, match="without waiting|before anything wrote"):
+        verify(bad)
+
+
+def _relay_end(hops: bool):
+    """Rank 0 writes rank 1's output; rank 0 learns rank 1 has started through rank 1's
+    own notify, and rank 1's end is ordered after the write only through rank 2 (0
+    notifies 2, 2 notifies 1) when ``hops``: the end window needs the two-hop chain."""
+    n = 64
+    p0 = Program(0, 0, "w", (Wait(0, 1), Copy(Ref(0, "input", 0), (Ref(1, "output", 0),), n),
+                             Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), n))
+                 + ((Notify(2, 0, 1),) if hops else ()))
+    p1 = Program(1, 0, "o", (Notify(0, 0, 1), Copy(Ref(1, "input", 0), (Ref(1, "output", n),), n))
+                 + ((Wait(0, 1),) if hops else ()))
+    p2 = Program(2, 0, "m", ((Wait(0, 1), Notify(1, 0, 1)) if hops else ())
+                 + (Copy(Ref(2, "input", 0), (Ref(2, "output", 2 * n),), n),))
+    c = library.all_gather(3, n)
+    return Schedule(c, (p0, p1, p2), staging_nbytes=0, packets_nbytes=0, num_signals=1, epoch_stride=4)
+
+
+def test_the_end_window_follows_a_chain_through_a_third_rank():
+    ok = _relay_end(hops=True)
+    assert _verdict(verify_oracle.verify, ok) == _verdict(verify, ok)
+    bad = _relay_end(hops=False)
+    assert _verdict(verify, bad) == _verdict(verify_oracle.verify, bad)
+    with pytest.raises(ScheduleError, match=r"rank 0, cta 0, instr 1: writes output\[1\] with no order "
+                                            r"before rank 1's CTAs all end"):
+        verify(bad)
+
+
+def test_the_start_window_follows_a_chain_through_a_third_rank():
+    """Rank 0 reads rank 1's input after a wait on rank 2, which waited on rank 1: rank
+    1 has started, two hops away. Without rank 1's notify to rank 2, it has not."""
+    n = 64
+    for chained in (True, False):
+        p0 = Program(0, 0, "r", (Wait(0, 1), Copy(Ref(1, "input", 0), (Ref(0, "output", n),), n),
+                                 Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), n), Notify(1, 0, 1)))
+        p1 = Program(1, 0, "o", ((Notify(2, 0, 1),) if chained else ())
+                     + (Copy(Ref(1, "input", 0), (Ref(1, "output", n),), n), Wait(0, 1)))
+        p2 = Program(2, 0, "m", ((Wait(0, 1),) if chained else ()) + (Notify(0, 0, 1),))
+        s = Schedule(library.all_gather(3, n), (p0, p1, p2), staging_nbytes=0, packets_nbytes=0,
+                     num_signals=1, epoch_stride=4)
+        want = _verdict(verify_oracle.verify, s)
+        assert _verdict(verify, s) == want
+        if not chained:
+            assert want and "missing start handshake" in want[1]

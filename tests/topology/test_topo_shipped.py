@@ -1,5 +1,5 @@
 """Every shipped topology file loads, says where its numbers come from, and has the
-values FACTS.md gives (world, bandwidth, HBM, SMs)."""
+values docs/sources.md gives (world, bandwidth, HBM, SMs)."""
 
 import re
 

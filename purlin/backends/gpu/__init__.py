@@ -22,9 +22,12 @@ __all__ = ["LoopbackWorld", "PeerWorld", "IpcWorld", "atomset", "encode", "is_av
 
 
 def __getattr__(name: str):
-    if name in ("LoopbackWorld", "PeerWorld", "World"):
+    if name in ("LoopbackWorld", "World"):
         from purlin.backends.gpu import world
         return getattr(world, name)
+    if name == "PeerWorld":
+        from purlin.backends.gpu.peer import PeerWorld
+        return PeerWorld
     if name == "IpcWorld":
         from purlin.backends.gpu.ipc import IpcWorld
         return IpcWorld

@@ -1,7 +1,7 @@
 """Atom sets: one per GPU generation, compiled with NVRTC and cached on disk.
 
-An :class:`AtomSet` names the target (``sm_80``, ``sm_90``, ``sm_100``), its vector width
-and which copy kinds it has, and what its machine code must hold (checked by
+An :class:`AtomSet` names the target (``sm_80``, ``sm_90``, ``sm_100``), its vector width,
+whether it has the bulk-copy engine, and what its machine code must hold (checked by
 ``tests/backends/gpu/test_gpu_sass.py``). Compiling needs only the NVRTC library (no
 GPU), so every set can be built and disassembled on any machine with cupy and NVRTC:
 
@@ -24,65 +24,49 @@ from pathlib import Path
 
 from purlin.errors import BackendUnavailable
 
-THREADS = 512            # threads per CTA of every Purlin kernel
+from purlin.snac import kernel_constants as kc
+
+THREADS = kc.THREADS     # threads per CTA of every Purlin kernel
 MIN_BLOCKS = 1           # CTAs per SM the launch bounds leave room for (128 registers)
 CUDA_DIR = Path(__file__).with_name("cuda")
-SOURCES = ("atoms.cuh", "snac.cu")
+#: the CUDA sources, in the order NVRTC gets them (after the generated #defines)
+SOURCES = ("atoms.cuh", "packets.cuh", "copy.cuh", "reduce.cuh", "snac.cu")
+#: the interpreter kernels every set compiles (snac_run_tma where the set has TMA)
+KERNELS = ("snac_run", "snac_run_pkt", "snac_run_any", "snac_run_tma")
 
 
 @dataclass(frozen=True)
 class AtomSet:
-    """The Atoms of one GPU generation.
-
-    ``copy_kinds`` are the standalone copy kernels it has: ``sm`` (vector loads/stores),
-    ``async`` (cp.async global->shared->global, LDGSTS), ``tma`` (bulk-copy engine), plus
-    ``ce`` (copy engine, cudaMemcpyAsync; no kernel). ``sass_expect`` maps a kernel name to
-    instruction patterns its machine code must contain.
-    """
+    """The Atoms of one GPU generation: its target, vector width, whether the bulk-copy
+    engine (TMA) exists, and ``sass_expect``: kernel name -> instruction patterns its
+    machine code must contain (checked by ``tests/backends/gpu/test_gpu_sass.py``)."""
 
     name: str
     arch: int
     vec_nbytes: int
     tma: bool
-    copy_kinds: tuple[str, ...]
     sass_expect: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def defines(self) -> tuple[str, ...]:
-        """Compile-time constants; ``$PURLIN_DEFINES`` (space-separated ``NAME=VALUE``)
-        adds experiment knobs, cached apart by the options hash."""
-        extra = tuple(f"-D{d}" for d in os.environ.get("PURLIN_DEFINES", "").split())
+        """The set's compile-time constants (the rest comes from :func:`header`)."""
         return (f"-DPURLIN_VEC={self.vec_nbytes}", f"-DPURLIN_THREADS={THREADS}",
-                f"-DPURLIN_TMA={int(self.tma)}", f"-DPURLIN_MIN_BLOCKS={MIN_BLOCKS}") + extra
+                f"-DPURLIN_TMA={int(self.tma)}", f"-DPURLIN_MIN_BLOCKS={MIN_BLOCKS}")
 
 
 ATOM_SETS = {
-    80: AtomSet("sm_80", 80, 16, False, ("sm", "async", "ce"), {
-        "atom_copy": ("LDG.E.128", "STG.E.128"),
-        "atom_copy_na": ("LDG.E.NA.128", "STG.E.NA.128"),
-        "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
-        "atom_reduce": ("LDG.E.128", "STG.E.128"),
+    80: AtomSet("sm_80", 80, 16, False, {
         "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
                      "LDG.E.64.STRONG.SYS"),
         "snac_run_pkt": ("LDG.E.128.STRONG.SYS", "STG.E.128.STRONG.SYS"),
     }),
-    90: AtomSet("sm_90", 90, 16, True, ("sm", "async", "tma", "ce"), {
-        "atom_copy": ("LDG.E.128", "STG.E.128"),
-        "atom_copy_l2": ("LDG.E.LTC256B.128",),
-        "atom_copy_cs": ("LDG.E.EF.LTC256B.128", "STG.E.EF.128"),
-        "atom_copy_na": ("LDG.E.NA.128", "STG.E.NA.128"),
-        "atom_copy_async": ("LDGSTS.E.BYPASS.128",),
-        "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S", "SYNCS"),
-        "atom_reduce": ("LDG.E.128", "STG.E.128"),
+    90: AtomSet("sm_90", 90, 16, True, {
         "snac_run": ("LDG.E.128", "STG.E.128", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS",
                      "LDG.E.64.STRONG.SYS", "STG.E.64.STRONG.GPU", "LDG.E.64.STRONG.GPU"),
         "snac_run_pkt": ("LDG.E.128.STRONG.SYS", "STG.E.128.STRONG.SYS"),
         "snac_run_tma": ("UBLKCP.S.G", "UBLKCP.G.S"),
     }),
-    100: AtomSet("sm_100", 100, 32, True, ("sm", "tma", "ce"), {
-        "atom_copy": ("LDG.E.ENL2.256", "STG.E.ENL2.256"),
-        "atom_reduce": ("LDG.E.ENL2.256", "STG.E.ENL2.256"),
-        "atom_copy_tma": ("UBLKCP.S.G", "UBLKCP.G.S"),
+    100: AtomSet("sm_100", 100, 32, True, {
         "snac_run": ("LDG.E.ENL2.256", "STG.E.ENL2.256", "MEMBAR.SC.SYS", "STG.E.64.STRONG.SYS"),
     }),
 }
@@ -98,10 +82,28 @@ def for_capability(cc: int) -> AtomSet:
                              f"need sm_80 or newer (A100, H100/H200, B200)")
 
 
-def source() -> str:
-    """The CUDA source of every Purlin kernel, includes resolved (NVRTC gets no paths)."""
-    text = (CUDA_DIR / "snac.cu").read_text()
-    return text.replace('#include "atoms.cuh"', (CUDA_DIR / "atoms.cuh").read_text())
+def header() -> str:
+    """The ``#define`` block that opens the CUDA source: the instruction encoding (from
+    :mod:`purlin.backends.gpu.encode`) and the kernel constants (from
+    :mod:`purlin.snac.kernel_constants`). Generated, so the ``.cu`` files state neither;
+    a constant is ``#ifndef``-guarded so that a benchmark may compile a variant."""
+    from purlin.backends.gpu.encode import cuda_encoding
+    lines = ["// ---- generated by purlin/backends/gpu/atomset.py header(): do not edit ----",
+             cuda_encoding()]
+    for name, value in kc.cuda_defines().items():
+        lines.append(f"#ifndef {name}\n#define {name} {value}\n#endif")
+    return "\n".join(lines) + "\n"
+
+
+def source(extra: str = "") -> str:
+    """The CUDA source NVRTC gets (it takes no include paths): :func:`header`, then
+    :data:`SOURCES` with their ``#include`` lines dropped, then ``extra`` (a benchmark's
+    kernels over the same Atoms)."""
+    parts = [header()]
+    for name in SOURCES:
+        text = (CUDA_DIR / name).read_text()
+        parts.append("\n".join(line for line in text.splitlines() if not line.startswith('#include "')))
+    return "\n".join(parts) + "\n" + extra
 
 
 def cache_dir() -> Path:
@@ -122,17 +124,20 @@ def _nvrtc():
     return nvrtc
 
 
-def options(atoms: AtomSet) -> tuple[str, ...]:
-    return ("-std=c++17", f"-arch=sm_{atoms.arch}", "-default-device",
-            *atoms.defines)
+def options(atoms: AtomSet, defines: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """NVRTC options for ``atoms``: C++17, its architecture, its defines and ``defines``."""
+    return ("-std=c++17", f"-arch=sm_{atoms.arch}", "-default-device", *atoms.defines,
+            *(f"-D{d}" for d in defines))
 
 
-def compile_cubin(atoms: AtomSet, *, use_cache: bool = True) -> bytes:
+def compile_cubin(atoms: AtomSet, *, use_cache: bool = True, extra_source: str = "",
+                  defines: tuple[str, ...] = ()) -> bytes:
     """Compile every Purlin kernel for ``atoms``' target with NVRTC; cached on disk by a hash
-    of source, options and NVRTC version. Needs no GPU."""
+    of source, options and NVRTC version. Needs no GPU. ``extra_source`` and ``defines``
+    (``NAME=VALUE``) are for benchmarks that build their own kernels or variants."""
     nvrtc = _nvrtc()
-    src = source()
-    opts = options(atoms)
+    src = source(extra_source)
+    opts = options(atoms, defines)
     key = hashlib.sha256(repr((src, opts, nvrtc.getVersion())).encode()).hexdigest()[:24]
     path = cache_dir() / f"purlin-{atoms.name}-{key}.cubin"
     if use_cache and path.exists():
@@ -165,6 +170,7 @@ def _whole_elf(blob: bytes) -> bytes:
 
 
 def find_cuobjdump() -> str | None:
+    """Path of cuobjdump ($CUOBJDUMP, PATH, or $CUDA_PATH/bin), or None if there is none."""
     for cand in (os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"),
                  os.path.join(os.environ.get("CUDA_PATH", "/usr/local/cuda"), "bin", "cuobjdump")):
         if cand and os.path.exists(cand):

@@ -86,7 +86,8 @@ class Emulator:
         arr, base = self._buf(rank, buf, ins, outs)
         if buf != BUF["packets"]:
             return arr[base + off: base + off + n].copy()
-        words = arr[base + 2 * off: base + 2 * off + 2 * n].view(np.uint32).reshape(-1, 4)
+        whole = -(-n // 8) * 8   # the last packet may carry fewer than 8 payload bytes
+        words = arr[base + 2 * off: base + 2 * off + 2 * whole].view(np.uint32).reshape(-1, 4)
         tag = (self.base + value) & 0xFFFFFFFF
         if not (np.all(words[:, 1] == tag) and np.all(words[:, 3] == tag)):
             return None
@@ -123,11 +124,14 @@ class Emulator:
                 src, dst = enc.refs[rec[4]], enc.refs[rec[6]]
                 data = self._read(src, nbytes, ins, outs)
                 arr, base = self._buf(int(dst[0]), int(dst[1]), ins, outs)
-                words = np.zeros((nbytes // 8, 4), np.uint32)
-                words[:, [0, 2]] = data.view(np.uint32).reshape(-1, 2)
+                whole = -(-nbytes // 8) * 8
+                padded = np.zeros(whole, np.uint8)
+                padded[:nbytes] = data
+                words = np.zeros((whole // 8, 4), np.uint32)
+                words[:, [0, 2]] = padded.view(np.uint32).reshape(-1, 2)
                 words[:, [1, 3]] = (self.base + int(rec[2])) & 0xFFFFFFFF
                 off = base + 2 * int(dst[2])
-                arr[off: off + 2 * nbytes] = words.reshape(-1).view(np.uint8)
+                arr[off: off + 2 * whole] = words.reshape(-1).view(np.uint8)
             elif opc == OPC["WAIT_PACKETS"]:
                 src = enc.refs[rec[4]].copy()
                 src[3] = rec[2]

@@ -1,6 +1,9 @@
 """Schedule -> flat integer arrays the SNAC interpreter kernel reads. Pure numpy, no GPU.
 
-Layout (must match ``cuda/snac.cu``; ``tests/backends/gpu/test_encode.py`` checks it):
+This module defines the encoding; the CUDA source gets it from :func:`cuda_encoding`
+(generated into the ``#define`` block NVRTC sees first), so the two cannot drift.
+
+Layout:
 
 - ``code``: int64 ``[n, 8]``, one record per instruction:
   ``[opcode, nbytes, a, b, c, d, e, f]`` with, per opcode,
@@ -47,11 +50,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from purlin.errors import ScheduleError
+from purlin.snac.kernel_constants import SIGNAL_BATCH
 from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read, sources
 
 REC = 8
 PROG = 8
-SIGNAL_RUN = 32   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
+SIGNAL_RUN = SIGNAL_BATCH   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
 MAX_REFS = 256      # srcs + dsts of one instruction (shared-memory arrays in the kernel)
 OPC = {"NOP": 0, "COPY": 1, "REDUCE": 2, "NOTIFY": 3, "WAIT": 4, "PUT_PACKETS": 5,
        "WAIT_PACKETS": 6}
@@ -60,6 +64,17 @@ NBUF = 8            # pointer-table stride per rank
 ATOM = {"sm": 0, "tma": 1, "ce": 2, "switch": 3}
 DTYPE = {"fp32": 0, "fp16": 1, "bf16": 2, "int32": 3}
 OP = {"add": 0, "max": 1, "min": 2, "mul": 3}
+
+
+def cuda_encoding() -> str:
+    """The tables above as the CUDA source's enums and #defines (``OPC_COPY``, ``BUF_INPUT``,
+    ``NBUF``, ``ATOM_TMA``, ``DT_BF16``, ``OP_MAX``, ``REC``, ``PROG``, ``MAX_REFS``)."""
+    def enum(prefix: str, table: dict, *extra: str) -> str:
+        items = [f"{prefix}{k.upper()} = {v}" for k, v in table.items()] + list(extra)
+        return "enum { " + ", ".join(items) + " };"
+    return "\n".join([enum("OPC_", OPC), enum("BUF_", BUF, f"NBUF = {NBUF}"), enum("ATOM_", ATOM),
+                      enum("DT_", DTYPE), enum("OP_", OP),
+                      f"#define REC {REC}", f"#define PROG {PROG}", f"#define MAX_REFS {MAX_REFS}"])
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class Encoded:
     uses_tma: bool
     uses_packets: bool
     fused_waits: int          # WaitPackets turned into NOPs (their read checks the tags)
+    unaligned: bool = False   # a Copy/Reduce Ref off 16 bytes: the unaligned kernel runs it
 
     def rank_programs(self, rank: int) -> tuple[int, int]:
         """(first program index, number of programs) of ``rank``."""
@@ -110,113 +126,127 @@ def _covering_wait(waits: list[WaitPackets], ref: Ref, nbytes: int) -> WaitPacke
     return None
 
 
-def encode(s: Schedule) -> Encoded:
-    """Encode ``s`` for the SNAC interpreter; raise ScheduleError for what it cannot run."""
-    code: list[list[int]] = []
-    refs: list[list[int]] = []
-    progs: list[list[int]] = []
-    uses_tma = uses_packets = False
-    fused = 0
-    w = s.world
+class _Builder:
+    """The arrays of an encoding as they grow, and what the schedule turned out to use."""
 
-    def add_ref(r: Ref, where: str, value: int = 0) -> int:
-        if not 0 <= r.rank < w:
-            raise ScheduleError(f"{where}: Ref {r} names rank {r.rank} of a world of {w}")
+    def __init__(self, s: Schedule):
+        self.s, self.w = s, s.world
+        self.code: list[list[int]] = []
+        self.refs: list[list[int]] = []
+        self.uses_tma = self.uses_packets = self.unaligned = False
+        self.fused = 0
+
+    def ref(self, r: Ref, where: str, value: int = 0) -> int:
+        if not 0 <= r.rank < self.w:
+            raise ScheduleError(f"{where}: Ref {r} names rank {r.rank} of a world of {self.w}")
         if r.buffer not in BUF or r.buffer == "signals":
             raise ScheduleError(f"{where}: Ref {r}: unknown buffer {r.buffer!r}")
-        refs.append([r.rank, BUF[r.buffer], r.offset, value])
-        return len(refs) - 1
+        self.refs.append([r.rank, BUF[r.buffer], r.offset, value])
+        return len(self.refs) - 1
 
+    def data(self, ins: Copy | Reduce, where: str, waits: list[WaitPackets]) -> None:
+        srcs = sources(ins)
+        if not srcs or not ins.dsts:
+            raise ScheduleError(f"{where}: {type(ins).__name__} needs a source and a destination")
+        if len(srcs) + len(ins.dsts) > MAX_REFS:
+            raise ScheduleError(f"{where}: {len(srcs)} sources + {len(ins.dsts)} destinations "
+                                f"exceed the interpreter's {MAX_REFS} per instruction")
+        if ins.atom not in ATOM:
+            raise ScheduleError(f"{where}: unknown atom {ins.atom!r}")
+        self.uses_tma |= ins.atom == "tma"
+        first_src = len(self.refs)
+        for r in srcs:
+            value = 0
+            if r.buffer == "packets":
+                self.uses_packets = True
+                if r.offset % 8:
+                    raise ScheduleError(f"{where}: packet source {r} is not 8-byte aligned")
+                cover = _covering_wait(waits, r, ins.nbytes)
+                if cover is None:
+                    raise ScheduleError(f"{where}: reads packets {r} ({ins.nbytes} B) with no "
+                                        f"WaitPackets before it that covers them")
+                value = cover.value
+            self.ref(r, where, value)
+        first_dst = len(self.refs)
+        for r in ins.dsts:
+            if r.buffer == "packets":
+                raise ScheduleError(f"{where}: {type(ins).__name__} stores into packets {r}; "
+                                    f"only PutPackets writes packet windows")
+            self.ref(r, where)
+        # packet payload offset o sits at physical 2 * o
+        self.unaligned |= any((2 * r.offset if r.buffer == "packets" else r.offset) % 16
+                              for r in srcs + ins.dsts)
+        if isinstance(ins, Copy):
+            self.code.append([OPC["COPY"], ins.nbytes, 0, ATOM[ins.atom], first_src, 1, first_dst, len(ins.dsts)])
+            return
+        if ins.dtype not in DTYPE:
+            raise ScheduleError(f"{where}: Reduce over {ins.dtype!r}: the GPU Atoms reduce "
+                                f"{', '.join(DTYPE)} only")
+        if ins.op not in OP:
+            raise ScheduleError(f"{where}: Reduce op {ins.op!r}: choose {', '.join(OP)}")
+        self.code.append([OPC["REDUCE"], ins.nbytes, DTYPE[ins.dtype] | OP[ins.op] << 8,
+                          ATOM[ins.atom], first_src, len(srcs), first_dst, len(ins.dsts)])
+
+    def put(self, ins: PutPackets, where: str) -> None:
+        self.uses_packets = True
+        if ins.dst.buffer != "packets" or ins.src.buffer == "packets":
+            raise ScheduleError(f"{where}: PutPackets moves from a plain buffer into packets, "
+                                f"not {ins.src} -> {ins.dst}")
+        _check_words(ins, ins.dst, where)
+        _check_value(self.s, ins.value, where)
+        src = self.ref(ins.src, where)
+        dst = self.ref(ins.dst, where)
+        self.code.append([OPC["PUT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, dst, 1])
+
+    def wait_packets(self, ins: WaitPackets, where: str, rank: int, fused: bool) -> None:
+        self.uses_packets = True
+        if ins.src.buffer != "packets" or ins.src.rank != rank:
+            raise ScheduleError(f"{where}: WaitPackets must wait on its own rank's packets, not {ins.src}")
+        _check_words(ins, ins.src, where)
+        _check_value(self.s, ins.value, where)
+        if fused:   # the read after it checks the tags
+            self.fused += 1
+            self.code.append([OPC["NOP"], 0, 0, 0, 0, 0, 0, 0])
+        else:
+            src = self.ref(ins.src, where)
+            self.code.append([OPC["WAIT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, 0, 0])
+
+
+def encode(s: Schedule) -> Encoded:
+    """Encode ``s`` for the SNAC interpreter; raise ScheduleError for what it cannot run."""
+    b = _Builder(s)
+    progs: list[list[int]] = []
     for prog in sorted(s.programs, key=lambda p: (p.rank, p.cta)):
-        first, rfirst = len(code), len(refs)
+        first, rfirst = len(b.code), len(b.refs)
         waits: list[WaitPackets] = []
-        instrs = prog.instrs
-        for i, ins in enumerate(instrs):
+        for i, ins in enumerate(prog.instrs):
             where = _where(prog, i)
             if isinstance(ins, (Copy, Reduce)):
-                srcs = sources(ins)
-                if not srcs or not ins.dsts:
-                    raise ScheduleError(f"{where}: {type(ins).__name__} needs a source and a destination")
-                if len(srcs) + len(ins.dsts) > MAX_REFS:
-                    raise ScheduleError(f"{where}: {len(srcs)} sources + {len(ins.dsts)} destinations "
-                                        f"exceed the interpreter's {MAX_REFS} per instruction")
-                if ins.atom not in ATOM:
-                    raise ScheduleError(f"{where}: unknown atom {ins.atom!r}")
-                uses_tma |= ins.atom == "tma"
-                first_src = len(refs)
-                for r in srcs:
-                    value = 0
-                    if r.buffer == "packets":
-                        uses_packets = True
-                        if r.offset % 8:
-                            raise ScheduleError(f"{where}: packet source {r} is not 8-byte aligned")
-                        cover = _covering_wait(waits, r, ins.nbytes)
-                        if cover is None:
-                            raise ScheduleError(f"{where}: reads packets {r} ({ins.nbytes} B) with no "
-                                                f"WaitPackets before it that covers them")
-                        value = cover.value
-                    add_ref(r, where, value)
-                first_dst = len(refs)
-                for r in ins.dsts:
-                    if r.buffer == "packets":
-                        raise ScheduleError(f"{where}: {type(ins).__name__} stores into packets {r}; "
-                                            f"only PutPackets writes packet windows")
-                    add_ref(r, where)
-                if isinstance(ins, Copy):
-                    code.append([OPC["COPY"], ins.nbytes, 0, ATOM[ins.atom], first_src, 1,
-                                 first_dst, len(ins.dsts)])
-                else:
-                    if ins.dtype not in DTYPE:
-                        raise ScheduleError(f"{where}: Reduce over {ins.dtype!r}: the GPU Atoms reduce "
-                                            f"{', '.join(DTYPE)} only")
-                    if ins.op not in OP:
-                        raise ScheduleError(f"{where}: Reduce op {ins.op!r}: choose {', '.join(OP)}")
-                    code.append([OPC["REDUCE"], ins.nbytes, DTYPE[ins.dtype] | OP[ins.op] << 8,
-                                 ATOM[ins.atom], first_src, len(srcs), first_dst, len(ins.dsts)])
+                b.data(ins, where, waits)
             elif isinstance(ins, Notify):
-                if not 0 <= ins.peer < w:
-                    raise ScheduleError(f"{where}: Notify to rank {ins.peer} of a world of {w}")
+                if not 0 <= ins.peer < s.world:
+                    raise ScheduleError(f"{where}: Notify to rank {ins.peer} of a world of {s.world}")
                 _check_signal(s, ins.signal, ins.value, where)
-                code.append([OPC["NOTIFY"], 0, ins.peer, ins.signal, ins.value, 0, 0, 0])
+                b.code.append([OPC["NOTIFY"], 0, ins.peer, ins.signal, ins.value, 0, 0, 0])
             elif isinstance(ins, Wait):
                 _check_signal(s, ins.signal, ins.value, where)
-                code.append([OPC["WAIT"], 0, 0, ins.signal, ins.value, 0, 0, 0])
+                b.code.append([OPC["WAIT"], 0, 0, ins.signal, ins.value, 0, 0, 0])
             elif isinstance(ins, PutPackets):
-                uses_packets = True
-                if ins.dst.buffer != "packets" or ins.src.buffer == "packets":
-                    raise ScheduleError(f"{where}: PutPackets moves from a plain buffer into packets, "
-                                        f"not {ins.src} -> {ins.dst}")
-                _check_words(ins, ins.dst, where)
-                _check_value(s, ins.value, where)
-                src = add_ref(ins.src, where)
-                dst = add_ref(ins.dst, where)
-                code.append([OPC["PUT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, dst, 1])
+                b.put(ins, where)
             elif isinstance(ins, WaitPackets):
-                uses_packets = True
-                if ins.src.buffer != "packets" or ins.src.rank != prog.rank:
-                    raise ScheduleError(f"{where}: WaitPackets must wait on its own rank's packets, "
-                                        f"not {ins.src}")
-                _check_words(ins, ins.src, where)
-                _check_value(s, ins.value, where)
                 waits.append(ins)
-                if fused_read(instrs, i):
-                    fused += 1
-                    code.append([OPC["NOP"], 0, 0, 0, 0, 0, 0, 0])
-                else:
-                    src = add_ref(ins.src, where)
-                    code.append([OPC["WAIT_PACKETS"], ins.nbytes, ins.value, 0, src, 1, 0, 0])
+                b.wait_packets(ins, where, prog.rank, fused_read(prog.instrs, i))
             else:
                 raise ScheduleError(f"{where}: the GPU executor has no handler for {type(ins).__name__}")
-        _mark_runs(code, first)
-        progs.append([first, len(code) - first, prog.rank, prog.cta, rfirst, len(refs) - rfirst, 0, 0])
-
+        _mark_runs(b.code, first)
+        progs.append([first, len(b.code) - first, prog.rank, prog.cta, rfirst, len(b.refs) - rfirst, 0, 0])
     return Encoded(
-        code=np.asarray(code, np.int64).reshape(-1, REC),
-        refs=np.asarray(refs, np.int64).reshape(-1, 4),
+        code=np.asarray(b.code, np.int64).reshape(-1, REC),
+        refs=np.asarray(b.refs, np.int64).reshape(-1, 4),
         progs=np.asarray(progs, np.int32).reshape(-1, PROG),
-        world=w, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
-        num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=uses_tma,
-        uses_packets=uses_packets, fused_waits=fused)
+        world=s.world, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
+        num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=b.uses_tma,
+        uses_packets=b.uses_packets, fused_waits=b.fused, unaligned=b.unaligned)
 
 
 def _mark_runs(code: list[list[int]], first: int) -> None:
@@ -234,9 +264,9 @@ def _mark_runs(code: list[list[int]], first: int) -> None:
 
 
 def _check_words(ins: PutPackets | WaitPackets, window: Ref, where: str) -> None:
-    if ins.nbytes % 8 or window.offset % 8:
-        raise ScheduleError(f"{where}: {type(ins).__name__} of {ins.nbytes} B at {window}: packets "
-                            f"carry 8-byte words (size and offset must be multiples of 8)")
+    if window.offset % 8:
+        raise ScheduleError(f"{where}: {type(ins).__name__} of {ins.nbytes} B at {window}: a packet "
+                            f"carries 8 payload bytes, so a window starts at a multiple of 8")
 
 
 def _check_signal(s: Schedule, signal: int, value: int, where: str) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from purlin.backends.gpu import kernels
-from purlin.backends.gpu.world import Plan, World, _Launcher
+from purlin.backends.gpu.launch import Launcher
+from purlin.backends.gpu.world import INTERPRETERS, Plan, World
 from purlin.errors import PlanError, PurlinError, SpecError
 
 ALIGN = 4096
@@ -95,7 +96,7 @@ class IpcWorld(World):
             ptrs += [b + L.off_input, b + L.off_output, b + L.off_staging, b + L.off_packets,
                      b + L.off_signals, 0, 0, 0]
         self.ptrs = tuple(ptrs)
-        self.launcher = _Launcher(cp, device)
+        self.launcher = Launcher(cp, device)
         self.kernels = kernels.for_device(device)
         self.staging_half = L.staging_half
         self.packets_half = L.packets_half
@@ -120,13 +121,20 @@ class IpcWorld(World):
 
     @property
     def cta_budget(self) -> int:
-        return self.kernels.max_ctas("snac_run")
+        """CTAs one call may use on this rank (all must be co-resident on its GPU)."""
+        return min(self.kernels.max_ctas(k) for k in INTERPRETERS)
 
     def _devices(self) -> list[int]:
         return [self.device]
 
+    def _device_of(self, rank: int) -> int:
+        return self.device
+
     def _error_buffers(self) -> list:
         return [self.launcher.err]
+
+    def _launchers(self) -> list:
+        return [self.launcher]
 
     def _ctas_per_device(self, p: Plan) -> dict[int, int]:
         return {self.device: p.enc.rank_programs(self.rank)[1]}
@@ -143,7 +151,7 @@ class IpcWorld(World):
         with self.cp.cuda.Device(self.device):
             return self.cp.empty(nbytes, self.cp.uint8)
 
-    def _launch(self, plan: Plan, ins, outs, stream) -> None:
+    def _bind_launch(self, plan: Plan, ins, outs):
         cp, enc, L, r = self.cp, plan.enc, self.layout, self.rank
         if (enc.staging_nbytes > L.staging_half or 2 * enc.packets_nbytes > L.packets_half
                 or enc.num_signals > L.num_signals):
@@ -151,18 +159,28 @@ class IpcWorld(World):
                             f"{enc.num_signals} signals; this IpcWorld holds {L.staging_half} B, "
                             f"{L.packets_half // 2} B, {L.num_signals}: build it with larger capacities")
         c = plan.schedule.collective
-        for what, b, off in (("input", ins[r], L.off_input), ("output", outs[r], L.off_output)):
+        for what, b in (("input", ins[r]), ("output", outs[r])):
             if b is not None and b.nbytes > L.max_nbytes:
                 raise SpecError(f"{c.name}: {what} of {b.nbytes} B exceeds max_nbytes {L.max_nbytes}")
         sym_in = self.mem.ptr + L.off_input
         sym_out = self.mem.ptr + L.off_output
         kind = cp.cuda.runtime.memcpyDeviceToDevice
-        if ins[r] is not None and ins[r].ptr != sym_in:
-            cp.cuda.runtime.memcpyAsync(sym_in, ins[r].ptr, ins[r].nbytes, kind, stream.ptr)
         first, n = enc.rank_programs(r)
-        self.launcher.launch(self, plan, self.ptrs, self, first, n, stream)
-        if outs[r] is not None and outs[r].ptr != sym_out:
-            cp.cuda.runtime.memcpyAsync(outs[r].ptr, sym_out, outs[r].nbytes, kind, stream.ptr)
+        trace = self._tracing[self.device] if self._tracing else None
+        launch = self.launcher.launch(plan, self.ptrs, self, first, n, self,
+                                      lambda: self._no_capture("upload a pointer table"), trace)
+        copy_in = (ins[r].ptr, ins[r].nbytes) if ins[r] is not None and ins[r].ptr != sym_in else None
+        copy_out = (outs[r].ptr, outs[r].nbytes) if outs[r] is not None and outs[r].ptr != sym_out else None
+        memcpy = cp.cuda.runtime.memcpyAsync
+
+        def go(stream: int) -> None:   # stream-ordered: copy in, run, copy out
+            if copy_in:
+                memcpy(sym_in, copy_in[0], copy_in[1], kind, stream)
+            if launch is not None:
+                launch(stream)
+            if copy_out:
+                memcpy(copy_out[0], sym_out, copy_out[1], kind, stream)
+        return go
 
     def close(self) -> None:
         """Close the peers' IPC mappings (after a barrier, so nobody still uses ours)."""

@@ -9,8 +9,7 @@ import numpy as np
 
 from purlin.backends.gpu import atomset
 from purlin.errors import BackendUnavailable
-
-TMA_SMEM = 4 * 8192          # dynamic shared memory of snac_run_tma (4 stages x 8 KiB)
+from purlin.snac.kernel_constants import TMA_SMEM   # dynamic shared memory of snac_run_tma
 
 
 def cupy():
@@ -49,13 +48,17 @@ class DeviceKernels:
     name: str
 
     def fn(self, name: str):
+        """The compiled kernel ``name``; BackendUnavailable if this Atom set has none."""
         try:
             return self.functions[name]
         except KeyError:
             raise BackendUnavailable(f"{self.atoms.name} has no kernel {name!r}") from None
 
-    def interpreter(self, uses_packets: bool, uses_tma: bool) -> str:
-        """Which SNAC kernel runs a schedule: with packet paths only when it needs them."""
+    def interpreter(self, uses_packets: bool, uses_tma: bool, unaligned: bool = False) -> str:
+        """Which SNAC kernel runs a schedule: with packet paths only when it needs them, and
+        the unaligned kernel (narrow paths) when a Ref or buffer is off 16 bytes."""
+        if unaligned:
+            return "snac_run_any"
         if uses_packets:
             return "snac_run_pkt"
         return "snac_run_tma" if uses_tma and self.atoms.tma else "snac_run"
@@ -63,6 +66,10 @@ class DeviceKernels:
     def max_ctas(self, kernel: str = "snac_run") -> int:
         """CTAs of ``kernel`` that fit on the device at once (all must be co-resident)."""
         return self.sm_count * self.blocks_per_sm[kernel]
+
+    def smem(self, kernel: str) -> int:
+        """Dynamic shared memory a launch of ``kernel`` takes."""
+        return TMA_SMEM if kernel == "snac_run_tma" else 0
 
 
 @lru_cache(maxsize=None)
@@ -76,27 +83,21 @@ def for_device(device: int) -> DeviceKernels:
         cubin = atomset.compile_cubin(atoms)
         mod = cp.cuda.function.Module()
         mod.load(cubin)
-        names = ["snac_run", "snac_run_pkt", "atom_copy", "atom_copy_l2", "atom_copy_cs", "atom_copy_na", "atom_copy_wide",
-                 "atom_copy_flat4", "atom_copy_occ2", "atom_copy_occ2_u4", "atom_reduce", "atom_copy_async",
-                 "empty_kernel",
-                 "flag_chain", "bump"]
-        if atoms.tma:
-            names += ["snac_run_tma", "atom_copy_tma"]
+        names = [k for k in atomset.KERNELS if atoms.tma or k != "snac_run_tma"]
         fns = {n: mod.get_function(n) for n in names}
         occ = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
-        per_sm = {"snac_run": occ(fns["snac_run"].ptr, atomset.THREADS, 0),
-                  "snac_run_pkt": occ(fns["snac_run_pkt"].ptr, atomset.THREADS, 0)}
-        if atoms.tma:
-            per_sm["snac_run_tma"] = occ(fns["snac_run_tma"].ptr, atomset.THREADS, TMA_SMEM)
+        per_sm = {n: occ(fns[n].ptr, atomset.THREADS, TMA_SMEM if n == "snac_run_tma" else 0) for n in names}
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return DeviceKernels(device, atoms, mod, fns, props["multiProcessorCount"], per_sm, name)
 
 
 def i64(x) -> np.int64:
+    """``x`` as a kernel's 64-bit signed argument."""
     return np.int64(x)
 
 
 def u64(x) -> np.uint64:
+    """``x`` as a kernel's 64-bit unsigned argument."""
     return np.uint64(x)
 
 

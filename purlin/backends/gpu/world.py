@@ -1,7 +1,8 @@
 """Worlds: where the ranks of a collective live, and the collective calls on them.
 
-A :class:`World` plans a collective (cached), encodes the Schedule once per digest, and
-launches the SNAC interpreter on the caller's stream. Subclasses say where ranks are:
+A :class:`World` plans a collective (cached), encodes the Schedule once per digest, binds
+it to the caller's buffers once per pointer set, and from then on a call is one launch
+of pre-packed arguments on the caller's stream. Subclasses say where ranks are:
 
 - :class:`LoopbackWorld`: W virtual ranks on one GPU, one launch split across ranks;
 - :class:`PeerWorld`: one process, one GPU per rank (peer access), one launch per rank;
@@ -9,25 +10,27 @@ launches the SNAC interpreter on the caller's stream. Subclasses say where ranks
 
 Every call is stream-ordered and captures into CUDA graphs: the epoch lives in device
 memory and the last CTA of a call moves it on, so replays need no host work and nothing
-is ever cleared. A Wait that outlives ``timeout_s`` stops the launch and records where;
+is ever cleared. A Schedule the world did not plan is verified once per digest before
+its first launch. A Wait that outlives ``timeout_s`` stops the launch and records where;
 :meth:`World.synchronize` (or :meth:`World.check`) raises :class:`purlin.errors.Deadlock`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable
 
-import numpy as np
-
-from purlin.backends.gpu import arrays, atomset, kernels
-from purlin.backends.gpu.encode import BUF, NBUF, Encoded, encode
+from purlin.backends.gpu import arrays, kernels
+from purlin.backends.gpu.calls import Collectives
+from purlin.backends.gpu.encode import Encoded, encode
+from purlin.backends.gpu.launch import MAX_TABLES, Launcher, Scratch, buffer_key, current_stream
 from purlin.errors import Deadlock, PlanError, PurlinError, ScheduleError, SpecError
 from purlin.snac.ir import Schedule
-from purlin.spec import library
+from purlin.snac.serialize import digest
 from purlin.spec.collective import Collective
-from purlin.spec.dtypes import dtype as _dtype
 
-KIND = {1: "Wait", 2: "WaitPackets"}
+KIND = {1: "Wait", 2: "WaitPackets", 3: "unaligned Ref"}
+#: the kernels a plan may run on (all its CTAs co-resident on any of them)
+INTERPRETERS = ("snac_run", "snac_run_pkt", "snac_run_any")
 
 
 @dataclass
@@ -41,8 +44,18 @@ class Plan:
     device_arrays: dict      # device -> (code, refs, progs) cupy arrays
 
 
-class World:
-    """Planning, the library calls and error checks, common to every world.
+@dataclass
+class Bound:
+    """A plan bound to one set of buffers: ``go(stream)`` launches it."""
+
+    plan: Plan
+    go: Callable[[int], None]
+    torch: bool
+    device: int
+
+
+class World(Collectives):
+    """Planning, binding, safety checks and the library calls, common to every world.
 
     Parameters
     ----------
@@ -60,8 +73,6 @@ class World:
     one_gpu: bool = False
     #: kernel flags for one_gpu worlds (bit 0 signals, bit 1 packet stores at GPU scope)
     gpu_scope_flags: int = 3
-    #: device -> trace buffer while :meth:`trace` runs (None otherwise)
-    _tracing: dict | None = None
 
     def __init__(self, world: int, *, topology=None, policy=None, timeout_s: float = 2.0):
         from purlin.topology import resolve_topology, topology_digest
@@ -73,8 +84,14 @@ class World:
         self.timeout_ns = int(timeout_s * 1e9)
         self.timeout_s = timeout_s
         self._schedules: dict[Any, Schedule] = {}
+        self._by_id: dict[tuple, tuple] = {}      # (id(collective), policy) -> (collective, schedule)
         self._plans: dict[str, Plan] = {}       # schedule digest -> plan
         self._plan_list: list[Plan] = []
+        self._verified: set[str] = set()        # digests planned here or verified once
+        self._bound: dict[tuple, Bound] = {}    # (digest, buffer keys) -> bound call
+        self._lib: dict[tuple, Bound] = {}      # (library call, buffer keys) -> bound call
+        self._last: Bound | None = None
+        self._tracing: dict | None = None       # device -> trace buffer while trace() runs
         self.broken: str | None = None
 
     # ---- to implement -------------------------------------------------------------------
@@ -83,13 +100,29 @@ class World:
         """CTAs per rank the planner may use so that every CTA of a call is co-resident."""
         raise NotImplementedError
 
-    def _launch(self, plan: Plan, ins: list, outs: list, stream) -> None:
+    def _bind_launch(self, plan: Plan, ins: list, outs: list) -> Callable[[int], None]:
+        """The launch of ``plan`` on these Buffers, as a function of the raw stream."""
         raise NotImplementedError
 
     def _devices(self) -> list[int]:
         raise NotImplementedError
 
+    def _device_of(self, rank: int) -> int:
+        raise NotImplementedError
+
     def _error_buffers(self) -> list:
+        raise NotImplementedError
+
+    def _ctas_per_device(self, p: Plan) -> dict[int, int]:
+        raise NotImplementedError
+
+    def _per_rank(self, xs, what) -> list:
+        raise NotImplementedError
+
+    def _unpack(self, objs: list):
+        raise NotImplementedError
+
+    def _alloc(self, rank: int, nbytes: int):
         raise NotImplementedError
 
     # ---- planning ---------------------------------------------------------------------------
@@ -104,11 +137,22 @@ class World:
         if s is None:
             s = snac_plan(collective, topology=self.topology, policy=pol, cta_budget=self.cta_budget)
             self._schedules[key] = s
+            self._verified.add(digest(s))   # the planner verified it
         return s
 
-    def prepare(self, schedule: Schedule) -> Plan:
-        """Encode and upload ``schedule`` (once per digest)."""
-        from purlin.snac.serialize import digest
+    def _schedule(self, what, policy) -> Schedule:
+        if isinstance(what, Schedule):
+            return what
+        hit = self._by_id.get((id(what), id(policy)))
+        if hit is not None and hit[0] is what and hit[1] is policy:
+            return hit[2]
+        s = self.plan(what, policy)
+        self._by_id[(id(what), id(policy))] = (what, policy, s)   # holds both: ids stay theirs
+        return s
+
+    def prepare(self, schedule: Schedule, verify: bool = True) -> Plan:
+        """Encode and upload ``schedule`` (once per digest); a Schedule this world did not
+        plan is verified first (once per digest; ``verify=False`` skips it)."""
         if schedule.world != self.world:
             raise SpecError(f"schedule for {schedule.world} ranks given to a world of {self.world}")
         ref = schedule.topology
@@ -118,6 +162,10 @@ class World:
                 f"world runs {self.topology.name} (digest {self._topology_digest}): plan it with "
                 f"this world's plan(), or build the world with topology= the one it was planned for")
         d = digest(schedule)   # cached on the schedule
+        if verify and d not in self._verified:
+            from purlin.snac.verify import verify as verify_schedule
+            verify_schedule(schedule)
+            self._verified.add(d)
         p = self._plans.get(d)
         if p is None:
             self._no_capture("upload a new plan")
@@ -138,27 +186,103 @@ class World:
     def _check_resident(self, p: Plan) -> None:
         for dev, n in self._ctas_per_device(p).items():
             k = kernels.for_device(dev)
-            name = k.interpreter(p.enc.uses_packets, p.enc.uses_tma)
+            name = k.interpreter(p.enc.uses_packets, p.enc.uses_tma, p.enc.unaligned)
             if n > k.max_ctas(name):
                 raise PlanError(f"plan needs {n} CTAs at once on GPU {dev} ({k.name}), which holds "
                                 f"{k.max_ctas(name)} co-resident ({k.sm_count} SMs x "
                                 f"{k.blocks_per_sm[name]}); plan with cta_budget <= {self.cta_budget}")
 
-    def _ctas_per_device(self, p: Plan) -> dict[int, int]:
-        raise NotImplementedError
-
     # ---- running ----------------------------------------------------------------------------
-    def run(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None, stream=None):
+    def run(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None, stream=None,
+            verify: bool = True):
         """Run a collective (planned here) or a Schedule on ``inputs``; returns ``outputs``
-        (allocated as uint8 cupy arrays when not given). Stream-ordered, asynchronous."""
+        (allocated as uint8 arrays when not given). Stream-ordered, asynchronous. The
+        first call with a set of buffers checks them and binds the plan; later calls with
+        the same buffers only launch. ``verify=False`` skips verifying a Schedule this
+        world did not plan (it is verified once per digest otherwise)."""
         if self.broken:
             raise Deadlock(f"this world stopped after a deadlock and must be rebuilt: {self.broken}")
-        schedule = what if isinstance(what, Schedule) else self.plan(what, policy)
+        schedule = self._schedule(what, policy)
+        fresh = outputs is None   # allocated here: a binding of its own, not worth keeping
+        if fresh:
+            outputs = self._unpack(self._alloc_outputs(schedule.collective))
+        key = (digest(schedule), self._signature(inputs, outputs))
+        b = self._bound.get(key)
+        if b is None or self._tracing:
+            b = self._bind(schedule, inputs, outputs, verify)
+            if not (self._tracing or fresh):
+                self._bound[key] = b
+        self._last = b
+        b.go(current_stream(stream, b.torch, b.device))
+        return outputs
+
+    def _fast(self, key: tuple, x, out, stream) -> bool:
+        """Launch the library call bound for ``key`` and these buffers, if there is one."""
+        b = self._lib.get((key, self._signature(x, out)))
+        if b is None or self.broken or self._tracing:
+            return False
+        b.go(current_stream(stream, b.torch, b.device))
+        return True
+
+    def _remember(self, key: tuple, x, out) -> None:
+        if self._last is not None and not self._tracing:
+            self._lib[(key, self._signature(x, out))] = self._last
+
+    def _signature(self, inputs, outputs) -> tuple:
+        ins = self._per_rank(inputs, "inputs")
+        outs = self._per_rank(outputs, "outputs")
+        return tuple(map(buffer_key, ins)) + tuple(map(buffer_key, outs))
+
+    def _alloc_outputs(self, c: Collective) -> list:
+        return [self._alloc(r, c.output.nbytes(r)) if c.output.nbytes(r) else None for r in self.local_ranks]
+
+    def _bind(self, schedule: Schedule, inputs, outputs, verify: bool) -> Bound:
+        """Check the buffers against the layout and bind ``schedule`` to them."""
+        plan = self.prepare(schedule, verify)
         c = schedule.collective
-        plan = self.prepare(schedule)
-        ins, outs, out_objs = self._bind(c, inputs, outputs)
-        self._launch(plan, ins, outs, self._stream(stream, ins + outs))
-        return out_objs
+        ins: list = [None] * self.world
+        outs: list = [None] * self.world
+        in_list, out_list = self._per_rank(inputs, "inputs"), self._per_rank(outputs, "outputs")
+        for i, r in enumerate(self.local_ranks):
+            ins[r] = self._check(in_list[i], c.input.nbytes(r), f"input of rank {r}", c, r)
+            outs[r] = self._check(out_list[i], c.output.nbytes(r), f"output of rank {r}", c, r)
+        if len(self._bound) + len(self._lib) > MAX_TABLES:
+            self.synchronize()
+            self._forget_bindings()
+        go = self._bind_launch(plan, ins, outs)
+        torch = any(b is not None and b.is_torch for b in ins + outs)
+        return Bound(plan, go, torch, self._device_of(self.local_ranks[0]))
+
+    def _check(self, x, need: int, what: str, c: Collective, rank: int):
+        """A Buffer for one rank's argument (None when the layout needs no bytes there),
+        after the checks a bound call rests on: size, element type, device, alignment."""
+        if x is None:
+            if need:
+                raise SpecError(f"{c.name}: {what} is missing ({need} B expected)")
+            return None
+        b = arrays.as_buffer(x, what)
+        if b.nbytes != need:
+            raise SpecError(f"{c.name}: {what} has {b.nbytes} B, the layout needs {need} B")
+        if b.dtype is not None and b.dtype != c.dtype.name:
+            raise SpecError(f"{c.name}: {what} holds {b.dtype}, the collective is over {c.dtype.name} "
+                            f"(pass {c.dtype.name} buffers, or raw bytes)")
+        dev = self._device_of(rank)
+        if need and b.device != dev:
+            raise SpecError(f"{c.name}: {what} is on GPU {b.device}; rank {rank} runs on GPU {dev}")
+        if b.ptr % c.dtype.itemsize:
+            raise SpecError(f"{c.name}: {what} starts at {b.ptr:#x}, not on a {c.dtype.name} element "
+                            f"boundary ({c.dtype.itemsize} B)")
+        return b if need else None
+
+    def _forget_bindings(self) -> None:
+        """Drop bound calls and pointer tables (scratch moved, or too many tables)."""
+        self._bound.clear()
+        self._lib.clear()
+        for launcher in self._launchers():
+            launcher.tables.clear()
+
+    def _launchers(self) -> list[Launcher]:
+        raise NotImplementedError
 
     def trace(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None) -> list:
         """Run once with a timestamp (``%globaltimer``) at the start and end of every
@@ -167,7 +291,7 @@ class World:
         timer ticks in steps of about 1 us on some GPUs, so short instructions read 0 or 1."""
         from purlin.trace import OpRecord
         self._no_capture("trace a call")
-        schedule = what if isinstance(what, Schedule) else self.plan(what, policy)
+        schedule = self._schedule(what, policy)
         plan = self.prepare(schedule)
         self.synchronize()
         bufs = {}
@@ -206,13 +330,14 @@ class World:
     def check(self) -> None:
         """Raise :class:`Deadlock` if a launch recorded a watchdog timeout (synchronizes)."""
         for err in self._error_buffers():
-            rec = err[:10].get()
+            rec = err[:12].get()
             if rec[0]:
                 self.broken = self._describe(rec)
+                self.stuck_s = (int(rec[11]) - int(rec[10])) / 1e9
                 raise Deadlock(self.broken)
 
     def _describe(self, rec) -> str:
-        _, rank, cta, pc, kind, where, want, seen, base, pid = (int(x) for x in rec)
+        _, rank, cta, pc, kind, where, want, seen, base, pid = (int(x) for x in rec[:10])
         plan = self._plan_list[pid] if 0 <= pid < len(self._plan_list) else None
         name = plan.schedule.collective.name if plan else "?"
         what = KIND.get(kind, "spin")
@@ -223,6 +348,9 @@ class World:
                     role = f" ({p.role})"
                     if 0 <= pc < len(p.instrs):
                         instr = f": {p.instrs[pc]}"
+        if kind == 3:
+            return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: a Ref only {where}-byte aligned "
+                    f"reached a kernel without the narrow path{instr}")
         if kind == 1:
             detail = (f"signal {where} is {seen}, waited for >= {want} (call base {base} + "
                       f"{want - base})")
@@ -232,245 +360,26 @@ class World:
         return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: {what} timed out after "
                 f"{self.timeout_s:g} s: {detail}{instr}")
 
-    # ---- buffers ------------------------------------------------------------------------
-    def _bind(self, c: Collective, inputs, outputs):
-        """Per rank (None where not local or empty): input and output Buffers."""
-        ins: list = [None] * self.world
-        outs: list = [None] * self.world
-        in_list = self._per_rank(inputs, "inputs")
-        out_list = self._per_rank(outputs, "outputs") if outputs is not None else None
-        out_objs = []
-        for i, r in enumerate(self.local_ranks):
-            ins[r] = _bind_one(in_list[i], c.input.nbytes(r), f"input of rank {r}", c)
-            need = c.output.nbytes(r)
-            if out_list is None:
-                y = self._alloc(r, need) if need else None
-            else:
-                y = out_list[i]
-            outs[r] = _bind_one(y, need, f"output of rank {r}", c)
-            out_objs.append(y)
-        return ins, outs, self._unpack(out_objs)
-
-    def _per_rank(self, xs, what) -> list:
-        raise NotImplementedError
-
-    def _unpack(self, objs: list):
-        raise NotImplementedError
-
-    def _alloc(self, rank: int, nbytes: int):
-        raise NotImplementedError
-
-    def _stream(self, stream, bufs):
-        cp = self.cp
-        if stream is None:
-            if any(b is not None and b.is_torch for b in bufs):
-                import torch
-                return cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-            return cp.cuda.get_current_stream()
-        if isinstance(stream, int):
-            return cp.cuda.ExternalStream(stream)
-        if hasattr(stream, "cuda_stream") and not hasattr(stream, "ptr"):   # torch.cuda.Stream
-            return cp.cuda.ExternalStream(stream.cuda_stream)
-        return stream
-
     def _no_capture(self, what: str) -> None:
         s = self.cp.cuda.get_current_stream()
         if s.is_capturing():
             raise PurlinError(f"cannot {what} while a CUDA graph is being captured: run each "
                               f"collective once before capturing (plans and buffers are cached)")
 
-    # ---- the library collectives ------------------------------------------------------
-    def _spec_dtype(self, bufs, dtype) -> str:
-        if dtype is not None:
-            return _dtype(dtype).name
-        for b in bufs:
-            if b is not None:
-                bb = arrays.as_buffer(b)
-                if bb.dtype is None:
-                    raise SpecError(f"cannot tell the element type of {type(b).__name__}; pass dtype=")
-                return bb.dtype
-        raise SpecError("no buffer given to tell the element type; pass dtype=")
-
-    def _first_nbytes(self, bufs) -> int:
-        for b in bufs:
-            if b is not None:
-                return arrays.as_buffer(b).nbytes
-        raise SpecError("no buffer given to tell the size")
-
-    def _items(self, xs) -> list:
-        return [x for x in self._per_rank(xs, "buffers")] if xs is not None else []
-
-    def all_reduce(self, x, out=None, *, op: str = "add", dtype=None, **kw):
-        """Every rank's ``out`` = op over every rank's ``x`` (rank order)."""
-        xs = self._items(x)
-        c = library.all_reduce(self.world, self._first_nbytes(xs), self._spec_dtype(xs, dtype), op)
-        return self.run(c, x, out, **kw)
-
-    def all_gather(self, x, out=None, *, dtype=None, **kw):
-        """``out`` of every rank = every rank's ``x``, in rank order."""
-        xs = self._items(x)
-        c = library.all_gather(self.world, self._first_nbytes(xs), self._spec_dtype(xs, dtype))
-        return self.run(c, x, out, **kw)
-
-    def reduce_scatter(self, x, out=None, *, op: str = "add", dtype=None, **kw):
-        """Rank q's ``out`` = op over block q of every rank's ``x`` (W equal blocks)."""
-        xs = self._items(x)
-        n = self._first_nbytes(xs)
-        c = library.reduce_scatter(self.world, n // self.world, self._spec_dtype(xs, dtype), op)
-        return self.run(c, x, out, **kw)
-
-    def all_to_all(self, x, out=None, *, dtype=None, **kw):
-        """Block d of rank s's ``x`` lands as block s of rank d's ``out``."""
-        xs = self._items(x)
-        n = self._first_nbytes(xs)
-        c = library.all_to_all(self.world, n // self.world, self._spec_dtype(xs, dtype))
-        return self.run(c, x, out, **kw)
-
-    def all_gather_v(self, x, out=None, *, counts: Sequence[int], dtype=None, **kw):
-        """All-gather with ``counts[r]`` elements from rank r."""
-        xs = self._items(x)
-        dt = _dtype(self._spec_dtype(xs, dtype))
-        c = library.all_gather_v(self.world, [n * dt.itemsize for n in counts], dt.name)
-        return self.run(c, x, out, **kw)
-
-    def reduce_scatter_v(self, x, out=None, *, counts: Sequence[int], op: str = "add", dtype=None, **kw):
-        """Reduce-scatter where rank q gets ``counts[q]`` elements."""
-        xs = self._items(x)
-        dt = _dtype(self._spec_dtype(xs, dtype))
-        c = library.reduce_scatter_v(self.world, [n * dt.itemsize for n in counts], dt.name, op)
-        return self.run(c, x, out, **kw)
-
-    def all_to_all_v(self, x, out=None, *, counts: Sequence[Sequence[int]], dtype=None, **kw):
-        """All-to-all where ``counts[s][d]`` elements go from rank s to rank d."""
-        xs = self._items(x)
-        dt = _dtype(self._spec_dtype(xs, dtype))
-        c = library.all_to_all_v(self.world, [[n * dt.itemsize for n in row] for row in counts], dt.name)
-        return self.run(c, x, out, **kw)
-
-    def broadcast(self, x, out=None, *, root: int = 0, dtype=None, **kw):
-        """Every rank's ``out`` = root's ``x``."""
-        bufs = self._items(x) + self._items(out)
-        c = library.broadcast(self.world, self._first_nbytes(bufs), self._spec_dtype(bufs, dtype), root)
-        return self.run(c, x, out, **kw)
-
-    def reduce(self, x, out=None, *, root: int = 0, op: str = "add", dtype=None, **kw):
-        """Root's ``out`` = op over every rank's ``x``."""
-        xs = self._items(x)
-        c = library.reduce(self.world, self._first_nbytes(xs), self._spec_dtype(xs, dtype), op, root)
-        return self.run(c, x, out, **kw)
-
-    def gather(self, x, out=None, *, root: int = 0, dtype=None, **kw):
-        """Root's ``out`` = every rank's ``x`` in rank order."""
-        xs = self._items(x)
-        c = library.gather(self.world, self._first_nbytes(xs), self._spec_dtype(xs, dtype), root)
-        return self.run(c, x, out, **kw)
-
-    def scatter(self, x, out=None, *, root: int = 0, dtype=None, **kw):
-        """Rank r's ``out`` = block r of root's ``x``."""
-        bufs = self._items(out) + self._items(x)
-        n = self._first_nbytes(self._items(out)) if out is not None else \
-            self._first_nbytes(self._items(x)) // self.world
-        c = library.scatter(self.world, n, self._spec_dtype(bufs, dtype), root)
-        return self.run(c, x, out, **kw)
-
-
-def _bind_one(x, need: int, what: str, c: Collective):
-    """A Buffer for one rank's argument (None when the layout needs no bytes there)."""
-    if x is None:
-        if need:
-            raise SpecError(f"{c.name}: {what} is missing ({need} B expected)")
-        return None
-    b = arrays.as_buffer(x, what)
-    _check_size(b, need, what, c)
-    return b if need else None
-
-
-def _check_size(b: arrays.Buffer, need: int, what: str, c: Collective) -> None:
-    if b.nbytes != need:
-        raise SpecError(f"{c.name}: {what} has {b.nbytes} B, the layout needs {need} B")
-
-
-# ---- per-rank scratch shared by the single-process worlds ------------------------------------
-class _Scratch:
-    """Staging (two halves), packet windows (two halves, twice the payload) and signals
-    of one rank, on its device; grown (never shrunk) when a plan needs more."""
-
-    def __init__(self, cp, device: int):
-        self.cp, self.device = cp, device
-        self.staging_half = self.packets_half = self.num_signals = 0
-        self.staging = self.packets = self.signals = None
-
-    def fits(self, enc: Encoded) -> bool:
-        return (enc.staging_nbytes <= self.staging_half and 2 * enc.packets_nbytes <= self.packets_half
-                and enc.num_signals <= self.num_signals)
-
-    def grow(self, enc: Encoded) -> None:
-        cp = self.cp
-        with cp.cuda.Device(self.device):
-            if enc.staging_nbytes > self.staging_half or self.staging is None:
-                self.staging_half = _round_up(max(enc.staging_nbytes, self.staging_half, 256))
-                self.staging = cp.zeros(2 * self.staging_half, cp.uint8)
-            if 2 * enc.packets_nbytes > self.packets_half or self.packets is None:
-                self.packets_half = _round_up(max(2 * enc.packets_nbytes, self.packets_half, 256))
-                self.packets = cp.zeros(2 * self.packets_half, cp.uint8)
-            if enc.num_signals > self.num_signals or self.signals is None:
-                self.num_signals = max(64, 2 * enc.num_signals, self.num_signals)
-                self.signals = cp.zeros(self.num_signals, cp.uint64)   # zeros < any base + value
-
-
-def _round_up(n: int) -> int:
-    """Next multiple of 1 MiB above 1 MiB, else next power of two (fewer regrowths)."""
-    if n > 1 << 20:
-        return (n + (1 << 20) - 1) >> 20 << 20
-    p = 256
-    while p < n:
-        p *= 2
-    return p
-
-
-class _Launcher:
-    """Epoch state, error record and pointer tables of one launch group on one device."""
-
-    def __init__(self, cp, device: int):
-        self.cp, self.device = cp, device
-        with cp.cuda.Device(device):
-            self.state = cp.zeros(4, cp.uint64)    # call index, base, CTAs done, abort
-            self.err = cp.zeros(16, cp.int64)
-        self.tables: dict[tuple, Any] = {}
-
-    def table(self, world: World, ptrs: tuple) -> Any:
-        t = self.tables.get(ptrs)
-        if t is None:
-            world._no_capture("upload a pointer table for new buffers")
-            if len(self.tables) > 4096:
-                world.synchronize()
-                self.tables.clear()
-            with self.cp.cuda.Device(self.device):
-                t = self.cp.asarray(np.asarray(ptrs, np.uint64))
-                self.cp.cuda.get_current_stream().synchronize()   # later calls may use other streams
-            self.tables[ptrs] = t
-        return t
-
-    def launch(self, world: World, plan: Plan, ptrs: tuple, scratch: _Scratch, first: int, n: int,
-               stream) -> None:
-        if n == 0:
+    def _grow(self, scratch: list[Scratch], enc: Encoded) -> None:
+        """Grow scratch for ``enc`` (after every call so far); bound calls are dropped."""
+        if all(s.fits(enc) for s in scratch):
             return
-        k = kernels.for_device(self.device)
-        code, refs, progs = plan.device_arrays[self.device]
-        name = k.interpreter(plan.enc.uses_packets, plan.enc.uses_tma)
-        use_tma = name == "snac_run_tma"
-        fn = k.fn(name)
-        table = self.table(world, ptrs)
-        args = (code, refs, progs, np.int32(first), table, np.int32(len(ptrs)), np.int64(scratch.staging_half),
-                np.int64(scratch.packets_half), self.state, np.uint64(plan.enc.epoch_stride),
-                self.err, np.uint64(world.timeout_ns), np.int64(plan.id), np.int32(world.gpu_scope_flags if world.one_gpu else 0),
-                world._tracing[self.device] if world._tracing else np.uint64(0))
-        with self.cp.cuda.Device(self.device):
-            fn((n,), (atomset.THREADS,), args, shared_mem=kernels.TMA_SMEM if use_tma else 0,
-               stream=stream)
+        self._no_capture("grow scratch buffers")
+        for d in sorted(set(self._devices())):
+            with self.cp.cuda.Device(d):
+                self.cp.cuda.runtime.deviceSynchronize()
+        for s in scratch:
+            s.grow(enc)
+        self._forget_bindings()
 
 
-def _ptr_row(b: arrays.Buffer | None) -> int:
+def _ptr(b: arrays.Buffer | None) -> int:
     return 0 if b is None else b.ptr
 
 
@@ -483,7 +392,8 @@ class LoopbackWorld(World):
     --------
     >>> w = LoopbackWorld(8)                                        # doctest: +SKIP
     >>> xs = [cupy.full(1024, r, cupy.float32) for r in range(8)]   # doctest: +SKIP
-    >>> outs = w.all_reduce(xs)                                     # doctest: +SKIP
+    >>> outs = [cupy.empty(1024, cupy.float32) for r in range(8)]   # doctest: +SKIP
+    >>> w.all_reduce(xs, outs)                                      # doctest: +SKIP
     """
 
     one_gpu = True
@@ -495,25 +405,31 @@ class LoopbackWorld(World):
         super().__init__(world, **kw)
         self.device = device
         self.local_ranks = tuple(range(world))
-        self.scratch = [_Scratch(self.cp, device) for _ in range(world)]
-        self.launcher = _Launcher(self.cp, device)
+        self.scratch = [Scratch(self.cp, device) for _ in range(world)]
+        self.launcher = Launcher(self.cp, device)
         self.kernels = kernels.for_device(device)
 
     @property
     def cta_budget(self) -> int:
-        return max(1, min(self.kernels.max_ctas("snac_run"), self.kernels.max_ctas("snac_run_pkt")) // self.world)
+        """CTAs per rank in one call: every rank's CTAs share one GPU and must be co-resident."""
+        return max(1, min(self.kernels.max_ctas(k) for k in INTERPRETERS) // self.world)
 
     def _devices(self) -> list[int]:
         return [self.device]
 
+    def _device_of(self, rank: int) -> int:
+        return self.device
+
     def _error_buffers(self) -> list:
         return [self.launcher.err]
+
+    def _launchers(self) -> list[Launcher]:
+        return [self.launcher]
 
     def _ctas_per_device(self, p: Plan) -> dict[int, int]:
         return {self.device: len(p.enc.progs)}
 
     def _per_rank(self, xs, what) -> list:
-        xs = list(xs)
         if len(xs) != self.world:
             raise SpecError(f"{what}: {len(xs)} given for a loopback world of {self.world} ranks "
                             f"(pass one per rank, None where a rank has none)")
@@ -526,107 +442,20 @@ class LoopbackWorld(World):
         with self.cp.cuda.Device(self.device):
             return self.cp.empty(nbytes, self.cp.uint8)
 
-    def _launch(self, plan: Plan, ins, outs, stream) -> None:
-        enc = plan.enc
-        if not all(s.fits(enc) for s in self.scratch):
-            self._no_capture("grow scratch buffers")
-            self.cp.cuda.runtime.deviceSynchronize()
-            for s in self.scratch:
-                s.grow(enc)
-            self.launcher.tables.clear()
+    def _bind_launch(self, plan: Plan, ins, outs) -> Callable[[int], None]:
+        self._grow(self.scratch, plan.enc)
         ptrs = []
         for r in range(self.world):
-            s = self.scratch[r]
-            ptrs += [_ptr_row(ins[r]), _ptr_row(outs[r]), s.staging.data.ptr, s.packets.data.ptr,
-                     s.signals.data.ptr, 0, 0, 0]
-        assert len(ptrs) == self.world * NBUF and BUF["signals"] == 4
-        self.launcher.launch(self, plan, tuple(ptrs), self.scratch[0], 0, len(enc.progs), stream)
+            ptrs += self.scratch[r].row(_ptr(ins[r]), _ptr(outs[r]))
+        trace = self._tracing[self.device] if self._tracing else None
+        launch = self.launcher.launch(plan, tuple(ptrs), self.scratch[0], 0, len(plan.enc.progs), self,
+                                      lambda: self._no_capture("upload a pointer table for new buffers"), trace)
+        cp, dev, get_device = self.cp, self.device, self.cp.cuda.runtime.getDevice
 
-
-class PeerWorld(World):
-    """One process driving one GPU per rank (``devices[r]``), peer access enabled, one
-    launch per rank on a stream of its own joined to the caller's stream by events.
-    ``devices`` may repeat a GPU (two ranks on one GPU: a single-GPU smoke test of this
-    path). Inputs/outputs: one array per rank, each on its rank's device."""
-
-    def __init__(self, devices: Sequence[int], **kw):
-        super().__init__(len(devices), **kw)
-        cp = self.cp
-        self.devices = list(devices)
-        self.local_ranks = tuple(range(self.world))
-        for a in set(self.devices):
-            for b in set(self.devices):
-                if a != b:
-                    if not cp.cuda.runtime.deviceCanAccessPeer(a, b):
-                        raise PurlinError(f"GPU {a} cannot access GPU {b} (no peer access)")
-                    with cp.cuda.Device(a):
-                        try:
-                            cp.cuda.runtime.deviceEnablePeerAccess(b)
-                        except cp.cuda.runtime.CUDARuntimeError as e:
-                            if "AlreadyEnabled" not in str(e):
-                                raise
-        self.scratch = [_Scratch(cp, d) for d in self.devices]
-        self.launchers = [_Launcher(cp, d) for d in self.devices]
-        self.streams = []
-        for d in self.devices:
-            with cp.cuda.Device(d):
-                self.streams.append(cp.cuda.Stream(non_blocking=True))
-
-    @property
-    def cta_budget(self) -> int:
-        per_dev = max(self.devices.count(d) for d in self.devices)
-        return max(1, min(kernels.for_device(d).max_ctas("snac_run") for d in self.devices) // per_dev)
-
-    def _devices(self) -> list[int]:
-        return self.devices
-
-    def _error_buffers(self) -> list:
-        return [l.err for l in self.launchers]
-
-    def _ctas_per_device(self, p: Plan) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for r, d in enumerate(self.devices):
-            out[d] = out.get(d, 0) + p.enc.rank_programs(r)[1]
-        return out
-
-    def _per_rank(self, xs, what) -> list:
-        xs = list(xs)
-        if len(xs) != self.world:
-            raise SpecError(f"{what}: {len(xs)} given for a world of {self.world} GPUs")
-        return xs
-
-    def _unpack(self, objs: list):
-        return objs
-
-    def _alloc(self, rank: int, nbytes: int):
-        with self.cp.cuda.Device(self.devices[rank]):
-            return self.cp.empty(nbytes, self.cp.uint8)
-
-    def _launch(self, plan: Plan, ins, outs, stream) -> None:
-        cp, enc = self.cp, plan.enc
-        if not all(s.fits(enc) for s in self.scratch):
-            self._no_capture("grow scratch buffers")
-            for d in set(self.devices):
-                with cp.cuda.Device(d):
-                    cp.cuda.runtime.deviceSynchronize()
-            for s in self.scratch:
-                s.grow(enc)
-            for l in self.launchers:
-                l.tables.clear()
-        ptrs = []
-        for r in range(self.world):
-            s = self.scratch[r]
-            ptrs += [_ptr_row(ins[r]), _ptr_row(outs[r]), s.staging.data.ptr, s.packets.data.ptr,
-                     s.signals.data.ptr, 0, 0, 0]
-        ptrs = tuple(ptrs)
-        start = stream.record()
-        ends = []
-        for r in range(self.world):
-            first, n = enc.rank_programs(r)
-            with cp.cuda.Device(self.devices[r]):
-                st = self.streams[r]
-                st.wait_event(start)
-                self.launchers[r].launch(self, plan, ptrs, self.scratch[r], first, n, st)
-                ends.append(st.record())
-        for e in ends:
-            stream.wait_event(e)
+        def go(stream: int) -> None:
+            if get_device() == dev:
+                launch(stream)
+            else:
+                with cp.cuda.Device(dev):
+                    launch(stream)
+        return go

@@ -28,3 +28,4 @@ inline float fminf(float a, float b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline unsigned long __cvta_generic_to_shared(const void*) { return 0; }
+#define __grid_constant__

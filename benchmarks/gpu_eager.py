@@ -1,0 +1,180 @@
+"""What a call costs as a PyTorch user makes it: eager calls of a loopback world against
+the same calls in CUDA graphs, and a torch-composed loopback AllReduce (a sum and W
+copies) measured in the same run.
+
+Writes benchmarks/results/h200-eager.json. Summary (issue 17's targets beside each):
+- host_us: host time of one cached call (``w.all_reduce(x, out)`` with torch tensors and
+  with cupy arrays, ``w.run(schedule, x, out)``), W=8, 8 KiB: the wall time of 2000
+  calls in a row, divided by 2000, with the GPU keeping up;
+- eager_ar8_8KiB_us: an eager loop of W=8 8 KiB AllReduces, per call (events around
+  1000 calls), against the same call in a graph;
+- eager_vs_graph_64MiB: each of the seven at W=8, 64 MiB per rank, eager (events around
+  10 back-to-back calls) over graph time per call;
+- torch_baseline: the torch-composed AllReduce, eager and host time, 8 KiB and 64 MiB;
+- deadlock_s: a planted Wait no Notify satisfies, with a 0.5 s watchdog: host seconds
+  from the call to ``Deadlock`` raised, and the GPU's own count.
+
+Run: python3 benchmarks/gpu_eager.py
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gpu_common import cupy, header, median, time_graph, write, wrong_bytes
+
+KiB, MiB, W = 1 << 10, 1 << 20, 8
+
+
+def host_loop(fn, n: int = 2000, rounds: int = 5) -> dict:
+    """Per-call wall time of ``n`` calls (no waiting inside), and with the final sync."""
+    cp = cupy()
+    fn()
+    cp.cuda.runtime.deviceSynchronize()
+    host, total = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        cp.cuda.runtime.deviceSynchronize()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) / n * 1e6)
+        total.append((t2 - t0) / n * 1e6)
+    return {"host_us_samples": host, "wall_us_samples": total, "host_us": median(host), "wall_us": median(total)}
+
+
+def eager_events(fn, calls: int, rounds: int = 5) -> list[float]:
+    """Per-call microseconds of ``calls`` back-to-back eager calls, timed by events."""
+    cp = cupy()
+    fn()
+    cp.cuda.runtime.deviceSynchronize()
+    out = []
+    s = cp.cuda.get_current_stream()
+    for _ in range(rounds):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(s)
+        for _ in range(calls):
+            fn()
+        b.record(s)
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / calls)
+    return out
+
+
+def torch_allreduce(xs, outs, stacked):
+    """Loopback AllReduce from torch ops: stack, sum, and W copies out."""
+    import torch
+    torch.stack(xs, out=stacked)
+    torch.sum(stacked, dim=0, out=outs[0])
+    for o in outs[1:]:
+        o.copy_(outs[0])
+
+
+def small(doc: dict, world, cp, library) -> None:
+    import torch
+    raw = doc["raw"]
+    n = 8 * KiB // 4
+    xt = [torch.randn(n, device="cuda") for _ in range(W)]
+    ot = [torch.empty(n, device="cuda") for _ in range(W)]
+    xc = [cp.random.standard_normal(n, dtype=cp.float32) for _ in range(W)]
+    oc = [cp.empty(n, cp.float32) for _ in range(W)]
+    sched = world.plan(library.all_reduce(W, 8 * KiB, "fp32"))
+    raw["host"] = {"all_reduce_torch": host_loop(lambda: world.all_reduce(xt, ot)),
+                   "all_reduce_cupy": host_loop(lambda: world.all_reduce(xc, oc)),
+                   "run_schedule_cupy": host_loop(lambda: world.run(sched, xc, oc))}
+    stacked = torch.empty(W, n, device="cuda")
+    raw["host"]["torch_composed_all_reduce"] = host_loop(lambda: torch_allreduce(xt, ot, stacked))
+    for name in ("all_gather", "reduce_scatter", "all_to_all"):
+        c = library.from_size(name, W, 8 * KiB, "fp32")
+        ins = [cp.random.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32) for r in range(W)]
+        outs = [cp.empty(c.output.nbytes(r) // 4, cp.float32) for r in range(W)]
+        raw["host"][f"{name}_cupy"] = host_loop(lambda: getattr(world, name)(ins, outs), n=1000)
+    world.synchronize()
+    raw["ar8_8KiB"] = {"eager_us": eager_events(lambda: world.all_reduce(xc, oc), 1000),
+                       "graph_us": time_graph(lambda: world.all_reduce(xc, oc), calls=128, replays=8),
+                       "wrong": wrong_bytes(library.all_reduce(W, 8 * KiB, "fp32"), xc, oc)}
+    for k, v in raw["host"].items():
+        print(f"host {k:28s} {v['host_us']:7.2f} us/call (wall {v['wall_us']:.2f})", flush=True)
+    print(f"AR W=8 8 KiB eager {median(raw['ar8_8KiB']['eager_us']):.2f} us/call, graph "
+          f"{median(raw['ar8_8KiB']['graph_us']):.2f}", flush=True)
+
+
+def large(doc: dict, world, cp, library, per_rank: int) -> None:
+    import torch
+    raw = doc["raw"]["large"] = {}
+    for name in library.PURLIN_SEVEN:
+        size = per_rank * (W if name.startswith("all_gather") else 1)
+        c = library.from_size(name, W, size, "fp32", seed=1)
+        ins = [cp.random.standard_normal(max(1, c.input.nbytes(r) // 4), dtype=cp.float32)[:c.input.nbytes(r) // 4]
+               for r in range(W)]
+        outs = [cp.empty(c.output.nbytes(r) // 4, cp.float32) for r in range(W)]
+        sched = world.plan(c)
+        fn = lambda: world.run(sched, ins, outs)   # noqa: E731
+        eager = eager_events(fn, 10)
+        graph = time_graph(fn, calls=8, replays=5)
+        raw[name] = {"eager_us": eager, "graph_us": graph, "ratio": median(eager) / median(graph)}
+        print(f"{name:18s} 64 MiB eager {median(eager):8.1f} us, graph {median(graph):8.1f} us, "
+              f"ratio {raw[name]['ratio']:.3f}", flush=True)
+    n = per_rank // 4
+    xt = [torch.randn(n, device="cuda") for _ in range(W)]
+    ot = [torch.empty(n, device="cuda") for _ in range(W)]
+    stacked = torch.empty(W, n, device="cuda")
+    doc["raw"]["torch_composed_64MiB"] = {"eager_us": eager_events(lambda: torch_allreduce(xt, ot, stacked), 10)}
+
+
+def deadlock(doc: dict, cp, library) -> None:
+    from purlin.backends.gpu import LoopbackWorld
+    from purlin.errors import Deadlock
+    from purlin.snac.ir import Program, Schedule, Wait
+    c = library.all_gather(2, 16, "fp32")
+    s = Schedule(c, (Program(0, 0, "stuck", (Wait(0, 1),)), Program(1, 0, "idle", ())), 0, 0, 1, 2)
+    w = LoopbackWorld(2, timeout_s=0.5)
+    t0 = time.perf_counter()
+    w.run(s, [cp.zeros(4, cp.float32)] * 2, verify=False)
+    try:
+        w.synchronize()
+        raised = None
+    except Deadlock as e:
+        raised = str(e)
+    doc["raw"]["deadlock"] = {"timeout_s": 0.5, "host_s": time.perf_counter() - t0, "gpu_s": w.stuck_s,
+                              "message": raised}
+    print(f"deadlock raised after {doc['raw']['deadlock']['host_s']:.3f} s: {raised}", flush=True)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="h200-eager.json")
+    ap.add_argument("--large-mib", type=int, default=64)
+    args = ap.parse_args(argv)
+    cp = cupy()
+    from purlin.backends.gpu import LoopbackWorld
+    from purlin.spec import library
+    world = LoopbackWorld(W)
+    doc = header("python3 benchmarks/gpu_eager.py " + " ".join(argv or sys.argv[1:]))
+    doc["raw"] = {}
+    small(doc, world, cp, library)
+    large(doc, world, cp, library, args.large_mib * MiB)
+    deadlock(doc, cp, library)
+    raw = doc["raw"]
+    ratios = {k: v["ratio"] for k, v in raw["large"].items()}
+    doc["summary"] = {
+        "host_us": {k: v["host_us"] for k, v in raw["host"].items()},
+        "eager_ar8_8KiB_us": median(raw["ar8_8KiB"]["eager_us"]),
+        "graph_ar8_8KiB_us": median(raw["ar8_8KiB"]["graph_us"]),
+        "eager_vs_graph_64MiB": ratios, "eager_vs_graph_64MiB_worst": max(ratios.values()),
+        "torch_baseline": {"eager_8KiB_us": raw["host"]["torch_composed_all_reduce"]["wall_us"],
+                           "host_8KiB_us": raw["host"]["torch_composed_all_reduce"]["host_us"],
+                           "eager_64MiB_us": median(raw["torch_composed_64MiB"]["eager_us"])},
+        "deadlock_raised_after_s": raw["deadlock"]["host_s"],
+        "targets": {"host_us": "<= 10 (cached call)", "eager_ar8_8KiB_us": "<= 15",
+                    "eager_vs_graph_64MiB_worst": "<= 1.05", "deadlock_raised_after_s": "<= timeout + 0.5"},
+    }
+    path = write(args.out, doc)
+    print(f"-> {path}")
+    return doc
+
+
+if __name__ == "__main__":
+    main()

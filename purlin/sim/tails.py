@@ -1,0 +1,88 @@
+"""What an instruction off the 16-byte grid costs: the executor's tails and narrow paths.
+
+The GPU executor moves 16-byte vectors. An instruction whose Refs all sit on 16-byte
+boundaries and whose size is a whole number of vectors costs what the engine charged
+before any count was accepted, and :func:`charge` leaves it untouched (so every aligned
+prediction is unchanged). For the others it charges what the kernel does
+(``purlin/backends/gpu/cuda``):
+
+- a size that is not a whole number of vectors ends with a tail of 4-byte words (and up
+  to 3 bytes): one more memory round trip after the bulk, the cost the executor's head
+  copy was measured at (``copy_head_us``);
+- a Ref only 4-byte aligned moves 4-byte words (a copy with the other side on the grid
+  keeps 16-byte vectors there, split into words on this side, at the vector rate);
+  a Ref only 1- or 2-byte aligned takes the narrow path, one element per access. A
+  CTA's rate is latency-bound (bytes in flight over the round trip), so its rate bound
+  scales by :func:`purlin.snac.kernel_constants.bytes_in_flight` of that width over a
+  vector's;
+- a PutPackets from a source off the grid builds each packet from words (or bytes): one
+  8-byte packet in flight per thread where the vector path keeps 16 bytes; its last
+  packet, or one of fewer than 8 bytes, costs the round trip too. (Whole 8-byte packets
+  from a source on the grid are what the executor always ran: unchanged.)
+
+No rate here is fitted: the widths and counts are the kernel's (one module states them),
+the round trip is a calibration file's measured ``copy_head_us``.
+
+>>> from purlin.snac.ir import Copy, Ref
+>>> from purlin.sim.calibration import load_calibration
+>>> cal = load_calibration("h200")
+>>> width(Copy(Ref(0, "input", 0), (Ref(1, "output", 28),), 28))
+(16, 4)
+>>> factor, extra = cost(Copy(Ref(0, "input", 4), (Ref(1, "output", 28),), 28), cal)
+>>> factor, extra == cal.copy_head_us
+(0.25, True)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from purlin.sim.calibration import Calibration
+from purlin.sim.fabric import FlowSpec
+from purlin.snac.ir import Copy, PutPackets, Ref, sources
+from purlin.snac.kernel_constants import bytes_in_flight
+
+VECTOR = 16
+
+
+def _grid(r: Ref) -> int:
+    """The widest access a Ref allows (16, 4, 2 or 1 bytes); a packet source's payload
+    offset o sits at physical 2 * o."""
+    off = 2 * r.offset if r.buffer == "packets" else r.offset
+    return 16 if off % 16 == 0 else 4 if off % 4 == 0 else 2 if off % 2 == 0 else 1
+
+
+def width(ins) -> tuple[int, int]:
+    """(sources' width, destinations' width) of a Copy or Reduce."""
+    return min(_grid(r) for r in sources(ins)), min(_grid(r) for r in ins.dsts)
+
+
+def cost(ins, cal: Calibration) -> tuple[float, float]:
+    """(rate factor, extra start-up us) of a data instruction; (1.0, 0.0) on the grid."""
+    if isinstance(ins, PutPackets):
+        off_grid = ins.src.offset % VECTOR != 0
+        return (8 / VECTOR if off_grid else 1.0), (cal.copy_head_us if off_grid or ins.nbytes % 8 else 0.0)
+    src, dst = width(ins)
+    w = min(src, dst)
+    if w >= VECTOR:
+        return 1.0, cal.copy_head_us if ins.nbytes % VECTOR else 0.0
+    if isinstance(ins, Copy) and max(src, dst) == VECTOR and w == 4:
+        factor = 1.0                                   # vectors, split into words on one side
+    else:
+        g = 2 if w == 2 and ins.nbytes % 2 == 0 else w if w >= 4 else 1
+        factor = bytes_in_flight(g) / bytes_in_flight(VECTOR)
+    tail = cal.copy_head_us if w >= 4 and ins.nbytes % VECTOR else 0.0
+    return factor, tail
+
+
+def charge(ins, spec: FlowSpec, pre_us: float, cal: Calibration) -> tuple[FlowSpec, float]:
+    """``spec`` and start-up ``pre_us`` with the tail's cost added (both unchanged, the
+    same objects, for an instruction on the grid)."""
+    if isinstance(ins, PutPackets):   # whole packets from a source on the grid: as ever
+        if ins.nbytes % 8 == 0 and _grid(ins.src) == VECTOR:
+            return spec, pre_us
+    elif ins.nbytes % VECTOR == 0 and all(_grid(r) == VECTOR for r in sources(ins) + ins.dsts):
+        return spec, pre_us
+    factor, extra = cost(ins, cal)
+    if factor != 1.0:
+        spec = replace(spec, cap_Bpus=spec.cap_Bpus * factor)
+    return spec, pre_us + extra

@@ -1,0 +1,174 @@
+"""Shadow memory for the verifier: who wrote each byte range, what it holds, who read it.
+
+What a byte holds is a tuple of *terms* (input rank, shift): byte p holds input byte
+``p + shift`` of that rank, one term per source of a reduction, in order. Shifts make
+contents position-free: a whole in-place AllReduce output is one tuple, and tuples are
+interned, so comparing contents is mostly an identity test.
+
+Inputs are read-only (a write to one is an error), so reads of them keep no shadow: their
+bytes hold themselves and no rule ever asks who read them. Outputs must be written
+exactly once; with ``defer_outputs`` their writes are only listed, and checked for
+overlaps (and contents) after the walk: an output that is read during the walk is turned
+back into an ordinary shadowed buffer first, replaying its writes in order. Every other
+buffer is an :class:`~purlin.snac.intervals.IntervalMap` of cells
+``(writer, terms, readers)``, writer and readers as (program, instruction).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from purlin.errors import ScheduleError
+from purlin.snac.clocks import Clocks
+from purlin.snac.intervals import IntervalMap
+from purlin.snac.ir import Ref
+
+Terms = tuple[tuple[int, int], ...]
+
+
+class Overlap(Exception):
+    """Deferred output writes overlap (internal: the verifier re-runs without deferring
+    to name the first offending write)."""
+
+
+class Shadow:
+    """Every non-input buffer's cells, the contents' intern table, and the output writes
+    deferred to the end of the walk."""
+
+    def __init__(self, clocks: Clocks | None, where: Callable[[int, int], str],
+                 defer_outputs: bool):
+        self.clocks = clocks
+        self.where = where
+        self.defer = defer_outputs
+        self.maps: dict[tuple[int, str], IntervalMap] = {}
+        self.deferred: dict[int, list[tuple[int, int, Terms, int, int]]] = {}
+        self._intern: dict[Terms, Terms] = {}
+        self._shifted: dict[tuple[int, int], Terms] = {}
+
+    # ---- contents ------------------------------------------------------------------
+    def intern(self, terms: Terms) -> Terms:
+        """The one shared copy of ``terms``, so equal contents compare by identity."""
+        return self._intern.setdefault(terms, terms)
+
+    def shift(self, terms: Terms, by: int) -> Terms:
+        """``terms`` as seen ``by`` bytes further on: shifts decrease by ``by``."""
+        if not by:
+            return terms
+        key = (id(terms), by)
+        out = self._shifted.get(key)
+        if out is None:
+            out = self._shifted[key] = self.intern(tuple((r, e - by) for r, e in terms))
+        return out
+
+    # ---- reads -----------------------------------------------------------------------
+    def read(self, k: int, i: int, r: Ref, n: int) -> list[tuple[int, int, Terms]]:
+        """Pieces (start, end, terms) of [offset, offset + n) of ``r``'s buffer, checking
+        every piece was written, by an access ordered before this one."""
+        lo, hi = r.offset, r.offset + n
+        if r.buffer == "input":
+            return [(lo, hi, self.intern(((r.rank, 0),)))]
+        key = (r.rank, r.buffer)
+        if r.buffer == "output" and self.defer and r.rank in self.deferred:
+            self._undefer(r.rank)
+        m = self.maps.get(key)
+        if m is None:
+            m = self.maps[key] = IntervalMap()
+        i0, j0 = m.cut(lo, hi)
+        out, pos, me = [], lo, (k, i)
+        for x in range(i0, j0):
+            a, b, cell = m.piece(x)
+            if a > pos:
+                self._unwritten(k, i, r, pos, a)
+            writer, terms, readers = cell
+            if writer is not None and writer[0] != k and not self._before(writer, k):
+                raise ScheduleError(f"{self.where(k, i)}: reads {r.buffer}[{r.rank}] bytes {a}..{b} "
+                                    f"written by {self.where(*writer)} without waiting for it "
+                                    f"(missing Notify/Wait)")
+            m.set_value(x, (writer, terms, readers + (me,)))
+            out.append((a, b, terms))
+            pos = b
+        if pos < hi:
+            self._unwritten(k, i, r, pos, hi)
+        return out
+
+    def _unwritten(self, k: int, i: int, r: Ref, a: int, b: int) -> None:
+        raise ScheduleError(f"{self.where(k, i)}: reads {r.buffer}[{r.rank}] bytes {a}..{b} before "
+                            f"anything wrote them in this call (missing Wait for their producer?)")
+
+    # ---- writes ----------------------------------------------------------------------
+    def write(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, Terms]]) -> None:
+        """Store ``pieces`` (absolute offsets of ``r``'s buffer), checking the old contents
+        were not an output's, and that their writer and readers are ordered before."""
+        if r.buffer == "input":
+            raise ScheduleError(f"{self.where(k, i)}: writes into input of rank {r.rank} "
+                                f"(rule: inputs are read-only)")
+        if r.buffer == "output" and self.defer:
+            lst = self.deferred.get(r.rank)
+            if lst is None and (r.rank, "output") not in self.maps:
+                lst = self.deferred[r.rank] = []
+            if lst is not None:
+                if len(pieces) == 1:
+                    a, b, t = pieces[0]
+                    lst.append((a, b, t, k, i))
+                else:
+                    lst.extend((a, b, t, k, i) for a, b, t in pieces)
+                return
+        key = (r.rank, r.buffer)
+        m = self.maps.get(key)
+        if m is None:
+            m = self.maps[key] = IntervalMap()
+        cell = (k, i)
+        for a, b, terms in pieces:
+            i0, j0 = m.cut(a, b)
+            for x in range(i0, j0):
+                self._check_overwrite(k, i, r, *m.piece(x))
+            m.replace(i0, j0, [(a, b, (cell, terms, ()))])
+
+    def _check_overwrite(self, k: int, i: int, r: Ref, x: int, y: int, cell: tuple) -> None:
+        writer, _, readers = cell
+        at = self.where(k, i)
+        if r.buffer == "output" and writer is not None:
+            raise ScheduleError(f"{at}: writes output[{r.rank}] bytes {x}..{y} already written by "
+                                f"{self.where(*writer)} (rule: every output byte is written "
+                                f"exactly once)")
+        for acc in readers:
+            if acc[0] != k and not self._before(acc, k):
+                raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} before "
+                                    f"{self.where(*acc)} finished reading them (missing drain)")
+        if writer is not None and writer[0] != k and not self._before(writer, k):
+            raise ScheduleError(f"{at}: overwrites {r.buffer}[{r.rank}] bytes {x}..{y} written by "
+                                f"{self.where(*writer)} with no order between the two")
+
+    def _before(self, acc: tuple[int, int], k: int) -> bool:
+        if self.clocks is None:
+            from purlin.snac.clocks import Untracked
+            raise Untracked(acc[0])
+        return self.clocks.before(acc[0], acc[1], k)
+
+    # ---- outputs ---------------------------------------------------------------------
+    def _undefer(self, rank: int) -> None:
+        """Turn a deferred output back into a shadowed buffer, replaying its writes in
+        walk order (no output was read before, so only the exactly-once rule applies)."""
+        lst = self.deferred.pop(rank)
+        m = self.maps[(rank, "output")] = IntervalMap()
+        for a, b, terms, k, i in lst:
+            i0, j0 = m.cut(a, b)
+            for x in range(i0, j0):
+                self._check_overwrite(k, i, Ref(rank, "output", a), *m.piece(x))
+            m.replace(i0, j0, [(a, b, ((k, i), terms, ()))])
+
+    def output(self, rank: int) -> IntervalMap:
+        """The contents of ``rank``'s output after the walk (empty if never written).
+
+        Raises :class:`Overlap` if deferred writes overlap."""
+        lst = self.deferred.pop(rank, None)
+        if lst is None:
+            return self.maps.get((rank, "output"), IntervalMap())
+        lst.sort(key=lambda p: p[0])
+        end = -1
+        for a, b, *_ in lst:
+            if a < end:
+                raise Overlap(rank)
+            end = b
+        m = IntervalMap()
+        m.replace(0, 0, [(a, b, ((k, i), t, ())) for a, b, t, k, i in lst])
+        return m

@@ -1,0 +1,107 @@
+"""One quick pass over a Schedule for the verifier: are the static rules kept, and which
+byte ranges (other than inputs) does each program touch.
+
+:func:`scan` checks exactly the rules of :func:`purlin.snac.verify._static` (bounds,
+buffers, signals and values in range, one rising writer per signal, atoms, dtype and
+op, packet windows) but only answers yes or no; on no, the verifier runs the full check,
+which names the first broken rule. Identical Wait objects (the planner shares them) are
+checked once.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from purlin.snac.ir import ATOMS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
+
+_BUF = {"output": 1, "staging": 2, "packets": 3}
+
+
+class Accesses(NamedTuple):
+    """Parallel lists, one entry per access to a range outside the inputs."""
+
+    group: list[int]      # 4 * rank + buffer code
+    start: list[int]
+    end: list[int]
+    program: list[int]
+    write: list[bool]
+
+
+def scan(s: Schedule) -> tuple[bool, Accesses]:
+    """(whether every static rule holds, the non-input accesses of every program)."""
+    acc = Accesses([], [], [], [], [])
+    ok = _scan(s, acc)
+    return ok, acc
+
+
+def _scan(s: Schedule, acc: Accesses) -> bool:
+    c = s.collective
+    if s.reduction not in REDUCTIONS:
+        return False
+    world = s.world
+    size = {"input": [c.input.nbytes(r) for r in range(world)],
+            "output": [c.output.nbytes(r) for r in range(world)],
+            "staging": [s.staging_nbytes] * world, "packets": [s.packets_nbytes] * world}
+    nsig, stride = s.num_signals, s.epoch_stride
+    dtype, op = c.dtype.name, c.op
+    seen: set[tuple[int, int]] = set()
+    writer: dict[tuple[int, int], tuple[tuple[int, int], int]] = {}
+    good_waits: set[int] = set()
+    g_, s_, e_, k_, w_ = acc.group, acc.start, acc.end, acc.program, acc.write
+
+    def refs_ok(refs, n: int, k: int, write: bool, record: bool = True) -> bool:
+        for r in refs:
+            sz = size.get(r.buffer)
+            rk, off = r.rank, r.offset
+            if sz is None or not 0 <= rk < world or off < 0 or off + n > sz[rk]:
+                return False
+            b = _BUF.get(r.buffer)
+            if b is not None and record:
+                g_.append(4 * rk + b); s_.append(off); e_.append(off + n); k_.append(k); w_.append(write)
+        return True
+
+    for k, prog in enumerate(s.programs):
+        me = (prog.rank, prog.cta)
+        if not 0 <= prog.rank < world or me in seen:
+            return False
+        seen.add(me)
+        for ins in prog.instrs:
+            t = type(ins)
+            if t is Wait:
+                if id(ins) not in good_waits:
+                    if not (0 <= ins.signal < nsig and 1 <= ins.value < stride):
+                        return False
+                    good_waits.add(id(ins))
+            elif t is Notify:
+                v = ins.value
+                if not (0 <= ins.peer < world and 0 <= ins.signal < nsig and 1 <= v < stride):
+                    return False
+                key = (ins.peer, ins.signal)
+                prev = writer.get(key)
+                if prev is not None and (prev[0] != me or v < prev[1]):
+                    return False
+                writer[key] = (me, v)
+            elif t is Copy or t is Reduce:
+                n = ins.nbytes
+                if n <= 0 or ins.atom not in ATOMS:
+                    return False
+                if t is Copy:
+                    if not refs_ok((ins.src,), n, k, False):
+                        return False
+                else:
+                    if ins.dtype != dtype or ins.op != op or not refs_ok(ins.srcs, n, k, False):
+                        return False
+                if not refs_ok(ins.dsts, n, k, True):
+                    return False
+            elif t is PutPackets:
+                n = ins.nbytes
+                if (n <= 0 or ins.dst.buffer != "packets" or not 1 <= ins.value < stride
+                        or not refs_ok((ins.src,), n, k, False) or not refs_ok((ins.dst,), n, k, True)):
+                    return False
+            elif t is WaitPackets:
+                n = ins.nbytes
+                if (n <= 0 or ins.src.buffer != "packets" or ins.src.rank != prog.rank
+                        or not 1 <= ins.value < stride or not refs_ok((ins.src,), n, k, False, False)):
+                    return False
+            else:
+                return False
+    return True

@@ -1,0 +1,97 @@
+"""What the model says about two surprises on gb200-nvl72 under the default policy.
+
+1. AllGather 64 MiB takes ~1,412 us and 256 MiB ~1,592 us (busbw 47, then 166 GB/s).
+   Mechanism: a direct AllGather copies each chunk of a rank's block once, storing it to
+   all 72 outputs (a broadcast store), so the issuing CTA's loop runs 72 store streams:
+   its rate is 1 / (72 / 48 GB/s) = 0.67 GB/s (sm.cta_remote_gbps 48 per stream). The
+   default chunk (1 MiB) is sized from the 64 MiB *output*, but a rank's block is 1/72 of
+   it (0.93 MB): one chunk, so one CTA of 32 works and the call lasts block / 0.67 GB/s.
+   At 256 MiB a block is 3.6 chunks: four CTAs, each with at most 1 MiB, so the time
+   grows only by 1 MiB / 0.93 MB while the bytes grow 4x. Links (720 GB/s) never fill.
+   Chunks that spread a block over the 32 put CTAs make it ~8x faster.
+2. AllReduce takes 148 us at 128 KiB and 30 us at 256 KiB: the default table switches
+   from the latency regime (one-shot: every rank pushes its whole buffer to all 71 peers
+   as packets, 8 put CTAs building them at packet_gbps) to the direct regime at 128 KiB,
+   the threshold Purlin found at W=8. Pushes grow with W: at W=72 the latency regime
+   already loses at 128 KiB (the direct regime takes ~24 us there).
+
+Both are the default policy's choices (chunk from the wrong buffer; an 8-GPU threshold
+at 72 GPUs), not the simulator's physics: the codesign tables per system replace them.
+"""
+import pytest
+
+from purlin.sim import simulate
+from purlin.sim.calibration import load_calibration
+from purlin.sim.fabric import Fabric
+from purlin.snac import Policy, plan
+from purlin.snac.ir import Copy
+from purlin.spec import library
+from purlin.topology import load_topology
+
+NVL72 = load_topology("gb200-nvl72")
+CAL = load_calibration("gb200")
+
+
+def _all_gather(size, policy=None):
+    c = library.from_size("all_gather", 72, size)
+    s = plan(c, NVL72, policy, check=False)
+    return c, s, simulate(s, NVL72, CAL)
+
+
+def test_allgather_64mib_is_one_broadcast_copy_per_rank_at_one_ctas_rate():
+    c, s, r = _all_gather(64 << 20)
+    block = c.input.nbytes(0)
+    assert s.policy["regime"] == "direct" and s.policy["chunk_nbytes"] == 1 << 20 > block
+    copies = [(p, ins) for p in s.programs for ins in p.instrs if isinstance(ins, Copy)]
+    assert len(copies) == 72 and {len(ins.dsts) for _, ins in copies} == {72}
+    assert len({(p.rank, p.cta) for p, _ in copies}) == 72          # one CTA per rank works
+    spec = Fabric(NVL72, CAL).flow(copies[0][1], copies[0][0].rank, "copy")
+    per_stream = CAL.sm.cta_remote_gbps * 1e3                       # B/us per store stream
+    assert spec.cap_Bpus == pytest.approx(per_stream / 72)          # 0.67 GB/s
+    # the copy of rank 0 runs its op start, then its bytes at that cap, nothing else
+    span = next(x for x in r.timeline if x.kind == "Copy" and x.rank == 0)
+    assert span.end_us - span.start_us == pytest.approx(spec.pre_us + block / spec.cap_Bpus, rel=1e-6)
+    assert r.time_us == pytest.approx(1411.8, rel=1e-3)
+    assert r.busbw_gbps == pytest.approx(46.9, rel=1e-2)
+    busiest = max(v["busy_fraction"] for k, v in r.utilisation.items() if "->" in k)
+    assert busiest < 0.1                                             # the links idle
+
+
+def test_allgather_256mib_spreads_over_four_ctas_so_time_grows_by_the_largest_chunk():
+    c64, _, r64 = _all_gather(64 << 20)
+    c256, s, r256 = _all_gather(256 << 20)
+    copies = [(p, ins) for p in s.programs for ins in p.instrs if isinstance(ins, Copy)]
+    per_rank = {}
+    for p, ins in copies:
+        per_rank.setdefault(p.rank, set()).add(p.cta)
+    assert {len(v) for v in per_rank.values()} == {4}
+    assert max(ins.nbytes for _, ins in copies) == 1 << 20
+    # bytes x4, time x(largest chunk per CTA / the one 64 MiB chunk)
+    assert r256.time_us / r64.time_us == pytest.approx((1 << 20) / c64.input.nbytes(0), rel=0.01)
+    assert r256.busbw_gbps / r64.busbw_gbps == pytest.approx(3.55, rel=0.02)
+
+
+def test_allgather_64mib_with_chunks_for_every_put_cta_is_eight_times_faster():
+    c, _, slow = _all_gather(64 << 20)
+    chunk = -(-c.input.nbytes(0) // 32 // 16) * 16                  # a block over 32 CTAs
+    _, _, fast = _all_gather(64 << 20, Policy(regime="direct", chunk_nbytes=chunk))
+    assert slow.time_us / fast.time_us > 8.0
+    assert fast.busbw_gbps > 390.0
+
+
+def test_allreduce_128k_is_slow_because_the_table_keeps_it_in_the_latency_regime():
+    t = {}
+    for size in (128 << 10, 256 << 10):
+        c = library.from_size("all_reduce", 72, size)
+        s = plan(c, NVL72, check=False)
+        t[size] = (s.policy["regime"], simulate(s, NVL72, CAL, record=False).time_us)
+        direct = plan(c, NVL72, Policy(regime="direct"), check=False)
+        t[(size, "direct")] = simulate(direct, NVL72, CAL, record=False).time_us
+    assert t[128 << 10][0] == "latency" and t[256 << 10][0] == "direct"
+    assert t[128 << 10][1] == pytest.approx(148.0, rel=2e-3)
+    assert t[256 << 10][1] == pytest.approx(30.05, rel=2e-3)
+    # the latency one-shot pushes 71 copies of the buffer as packets from 8 put CTAs: a
+    # floor of 71 x 128 KiB / (8 x packet_gbps) = 71 us, against ~24 us in the direct regime
+    floor = 71 * (128 << 10) / (8 * CAL.packet_gbps * 1e3)
+    assert floor == pytest.approx(70.8, rel=1e-2) and t[128 << 10][1] > floor
+    assert t[(128 << 10, "direct")] < floor / 2
