@@ -224,14 +224,28 @@ def cmd_workload(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
     from purlin import workload
-    if args.workers is not None and args.workers < 1:
-        raise PurlinError(f"--workers {args.workers}: give at least 1")
-    config = workload.preset(args.preset, args.phase, args.tokens, dedupe=args.dedupe,
-                             seed=args.seed)
+    from purlin.check import check_int
+    from purlin.workload.config import RANGES
+    from purlin.sim.calibration import load_calibration
+    from purlin.topology import resolve_topology
+    ca.check_outputs(args)                                   # every check before any work
+    workers = None if args.workers is None else check_int("--workers", args.workers, lo=1,
+                                                          fix="it is a process count")
+    tokens = None if args.tokens is None else check_int(
+        "--tokens", args.tokens, *RANGES["tokens"],
+        fix="it is the tokens per tensor-parallel group")
+    seed = check_int("--seed", args.seed, lo=0, fix="it seeds the drawn MoE routing")
+    config = workload.preset(args.preset, args.phase, tokens, dedupe=args.dedupe, seed=seed)
+    if not config.is_moe and (args.dedupe or args.seed):
+        ca.warn("workload", f"--dedupe and --seed apply to MoE dispatch; {config.name} is dense, "
+                            f"so they change nothing")
+    topologies = [resolve_topology(t) for t in args.topology]   # a bad name or file fails here
+    if args.calibration:
+        load_calibration(args.calibration)                   # an unknown kind or bad file fails here
     policies = {"default": None} if args.no_baseline else None
-    workers = args.workers or os.cpu_count() or 1
+    workers = workers or os.cpu_count() or 1
     with (ProcessPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
-        preds = workload.predict_steps(config, args.topology, policies, executor=pool,
+        preds = workload.predict_steps(config, topologies, policies, executor=pool,
                                        calibration=args.calibration)
     print(workload.format_table(preds))
     if args.json:

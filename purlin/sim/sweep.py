@@ -246,8 +246,8 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
     try:
         from distributed import Client
     except ImportError as e:
-        raise BackendUnavailable(f"a sweep on a Dask scheduler needs Dask distributed: "
-                                 f"pip install -e '.[dask]' ({e})") from None
+        raise BackendUnavailable(f"sweep: scheduler {address!r}: a sweep on a Dask scheduler "
+                                 f"needs Dask distributed: pip install -e '.[dask]' ({e})") from None
     try:
         return Client(address, timeout=timeout_s)
     except Exception as e:   # refused, unresolvable, timed out, or not a Dask scheduler

@@ -9,6 +9,7 @@ folder (a source checkout or an editable install), so both find the same files.
 from __future__ import annotations
 
 import importlib.resources
+import numbers
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,8 +107,12 @@ def _first_gpus(data: object, gpus: int, where: str) -> tuple[dict, str]:
     if not isinstance(data, dict) or isinstance(data.get("gpus"), bool) or not isinstance(data.get("gpus"), int):
         raise TopologyError(f"{where}: gpus: the file has no GPU count to cut")
     total = data["gpus"]
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= total:
-        raise TopologyError(f"{where}: gpus={gpus!r}: must be an int from 1 to the file's {total} GPUs")
+    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or not 1 <= gpus <= total:
+        hint = ("; a loopback file runs all its ranks on one GPU: give world= for the rank count"
+                if data.get("loopback") is True else "")
+        raise TopologyError(f"{where}: gpus={gpus!r}: must be an int from 1 to the file's {total} "
+                            f"GPU{'s' if total != 1 else ''}{hint}")
+    gpus = int(gpus)
     if any(isinstance(group, dict) and "pairs" in group for group in data.get("links") or ()):
         raise TopologyError(f"{where}: gpus={gpus}: links listed as pairs cannot be cut to fewer GPUs "
                             "(write a file for the smaller system)")

@@ -81,3 +81,41 @@ def test_a_deadlock_prints_one_line(monkeypatch, capsys):
     assert cli.main(["plan", "all_reduce"]) == 2
     assert capsys.readouterr().err == ("purlin plan: error: wait cycle: rank 0 cta 0 -> rank 1 "
                                        "cta 0 (1 more lines with --debug)\n")
+
+
+def test_dedupe_on_a_dense_preset_warns_and_changes_nothing(capsys):
+    argv = ["workload", "llama3-70b", "-t", "hgx-h200-8", "--no-baseline", "--workers", "1"]
+    assert cli.main(argv) == 0
+    plain = capsys.readouterr()
+    assert cli.main(argv + ["--dedupe"]) == 0
+    deduped = capsys.readouterr()
+    assert plain.err == ""
+    assert deduped.err == ("purlin workload: warning: --dedupe and --seed apply to MoE dispatch; "
+                           "llama3-70b is dense, so they change nothing\n")
+    assert deduped.out == plain.out and "all_reduce" in plain.out
+
+
+def test_every_workload_topology_is_checked_before_the_first_runs(monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr("purlin.workload.predict_steps", lambda *a, **k: ran.append(1) or [])
+    assert cli.main(["workload", "llama3-70b", "-t", "hgx-h200-8", "-t", "no-such-box"]) == 2
+    assert ran == [] and "unknown topology 'no-such-box'" in capsys.readouterr().err
+
+
+def test_a_bad_scheduler_address_fails_before_any_connect(monkeypatch, capsys):
+    import importlib
+    dialled = []
+    sweep_module = importlib.import_module("purlin.sim.sweep")   # purlin.sim.sweep is the function
+    monkeypatch.setattr(sweep_module, "connect", lambda *a, **k: dialled.append(a))
+    assert cli.main(["sweep", "all_gather", "-s", "4K", "--scheduler", "tcp://host:0"]) == 2
+    assert dialled == []
+    assert capsys.readouterr().err == ("purlin sweep: error: --scheduler 'tcp://host:0': needs a "
+                                       "host and a port in 1..65535; give it as tcp://HOST:PORT "
+                                       "(the address `dask scheduler` prints)\n")
+
+
+@pytest.mark.parametrize("address", ["tcp://10.0.0.5:8786", "10.0.0.5:8786", "tls://[::1]:8786",
+                                     "inproc://10.0.0.5/1234/1"])
+def test_scheduler_addresses_dask_accepts_pass(address):
+    from purlin.sim.sweep import check_scheduler_address
+    assert check_scheduler_address(address) == address

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -24,17 +25,35 @@ import pytest
 
 from purlin import cli
 from purlin.backends.reference import Reference
-from purlin.errors import (Deadlock, LimitError, PlanError, PurlinError, ScheduleError, SpecError,
-                           TopologyError, UsageError)
+from purlin.errors import (BackendUnavailable, Deadlock, LimitError, PlanError, PurlinError,
+                           ScheduleError, SpecError, TopologyError, UsageError)
 from purlin.sim import load_calibration, predict, simulate, simulate_collective, sweep
 from purlin.sim.calibration import CalibrationError, parse_calibration, to_dict as cal_to_dict
+from purlin.sim.sweep import connect
 from purlin.snac import Policy, plan
 from purlin.snac.serialize import from_dict, from_json, to_dict
 from purlin.spec import Collective, Layout, evaluate, library, packed, scattered, transposed
 from purlin.topology import (load_topology, minimal, parse_topology, resolve_topology,
                              with_overrides)
+from purlin.torchargs import check_max_nbytes, check_op, check_tensors, check_world, out_numel
+from purlin.workload import StepConfig, expand, predict_step, predict_steps, preset
 
 E = ScheduleError
+
+
+class FakeTensor(NamedTuple):
+    """What the torch-free checks read of a tensor."""
+    shape: tuple
+    dtype: str = "float32"
+    device: str = "cpu"
+
+
+def toy(**changes) -> StepConfig:
+    """A small dense step (4-way tensor parallel), with ``changes``."""
+    return StepConfig(**{"name": "toy", "hidden": 256, "layers": 2, "heads": 4, "tp": 4,
+                         "tokens": 8, **changes})
+
+
 AR4 = library.all_reduce(4, 4096)
 AG2 = library.all_gather(2, 64)
 S_AG2 = plan(AG2, minimal(2), Policy(regime="throughput"))
@@ -774,6 +793,165 @@ ROWS = [
         SpecError, ("dtype 'fp99'",), "silent"),
     Row("sweep-calibration", lambda f: sweep("all_reduce", [1024], "hgx-h200-8", calibration="h900",
                                              progress=False), CalibrationError, ("GPU kind 'h900'",), "silent"),
+
+    # ---------------- sweeps on a Dask scheduler -------------------------------------
+    Row("sweep-scheduler-no-port", Cli(["sweep", "all_gather", "-s", "4K", "--scheduler", "no-port-here"]),
+        UsageError, ("--scheduler 'no-port-here'", "needs a host and a port in 1..65535",
+                     "tcp://HOST:PORT"), "clear"),
+    Row("sweep-scheduler-scheme", Cli(["sweep", "all_gather", "-s", "4K", "--scheduler", "http://host:8786"]),
+        UsageError, ("--scheduler 'http://host:8786'", "unknown scheme 'http'"), "clear"),
+    Row("sweep-scheduler-port-range", Cli(["sweep", "all_gather", "-s", "4K", "--scheduler",
+                                           "tcp://127.0.0.1:99999"]),
+        UsageError, ("--scheduler 'tcp://127.0.0.1:99999'", "port in 1..65535"), "clear"),
+    Row("sweep-scheduler-blank", Cli(["sweep", "all_gather", "-s", "4K", "--scheduler", " "]),
+        UsageError, ("--scheduler ' '", "must be a scheduler address"), "clear"),
+    Row("sweep-scheduler-unreachable", Cli(["sweep", "all_gather", "-s", "4K", "--scheduler",
+                                            "tcp://127.0.0.1:1"], debug=False),
+        BackendUnavailable, ("sweep: scheduler 'tcp://127.0.0.1:1'",), "clear"),
+    Row("api-sweep-scheduler-int", lambda f: sweep("all_gather", [4096], "hgx-h200-8", scheduler=8786,
+                                                   progress=False),
+        UsageError, ("sweep: scheduler 8786", "must be a scheduler address"), "clear"),
+    Row("api-sweep-scheduler-and-executor", lambda f: sweep("all_gather", [4096], "hgx-h200-8",
+                                                            executor=ThreadPoolExecutor(1),
+                                                            scheduler="tcp://127.0.0.1:8786"),
+        UsageError, ("give an executor or a scheduler address, not both",), "clear"),
+    Row("api-sweep-scheduler-bad-topology", lambda f: sweep("all_gather", [4096], "no-such-box",
+                                                            scheduler="tcp://127.0.0.1:1"),
+        TopologyError, ("unknown topology 'no-such-box'",), "clear"),
+    Row("api-connect-unreachable", lambda f: connect("tcp://127.0.0.1:1", timeout_s=0.5),
+        BackendUnavailable, ("sweep: scheduler 'tcp://127.0.0.1:1'",), "clear"),
+    Row("api-connect-no-host", lambda f: connect(":8786"), UsageError,
+        ("sweep: scheduler ':8786'", "needs a host"), "clear"),
+
+    # ---------------- CLI: purlin workload -------------------------------------------
+    Row("workload-tokens-zero", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--tokens", "0"]),
+        UsageError, ("--tokens 0", "must be in 1..4194304", "tokens per tensor-parallel group"), "clear"),
+    Row("workload-tokens-huge", Cli(["workload", "deepseek-v3", "-t", "hgx-h200-8", "--tokens", "100000000"]),
+        UsageError, ("--tokens 100000000", "must be in 1..4194304"), "traceback"),
+    Row("workload-draw-limit", Cli(["workload", "deepseek-v3", "-t", "hgx-h200-8", "--tokens", "1000000"]),
+        LimitError, ("one rank's routing draw would score 256,000,000 (token, expert) pairs",
+                     "over the limit of 134,217,728", "give fewer tokens"), "hang"),
+    Row("workload-workers-zero", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--workers", "0"]),
+        UsageError, ("--workers 0", "must be an integer >= 1"), "clear"),
+    Row("workload-seed-negative", Cli(["workload", "mixtral-8x22b", "-t", "hgx-h200-8", "--seed", "-1"]),
+        UsageError, ("--seed -1", "must be an integer >= 0"), "clear"),
+    Row("workload-json-folder", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--json", "{nodir}/w.json"]),
+        UsageError, ("--json", "does not exist"), "traceback"),
+    Row("workload-plot-folder", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--plot", "{nodir}/w.png"]),
+        UsageError, ("--plot", "does not exist"), "traceback"),
+    Row("workload-json-is-folder", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--json", "{dir.json}"]),
+        UsageError, ("--json", "is a folder"), "traceback"),
+    Row("workload-unknown-preset", Cli(["workload", "gpt5", "-t", "hgx-h200-8"]), SpecError,
+        ("workload preset 'gpt5' is unknown", "llama3-70b"), "clear"),
+    Row("workload-unknown-topology", Cli(["workload", "llama3-70b", "-t", "no-such-box"]), TopologyError,
+        ("unknown topology 'no-such-box'",), "clear"),
+    Row("workload-second-topology", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "-t", "hgx-h900-8"]),
+        TopologyError, ("unknown topology 'hgx-h900-8'",), "clear"),
+    Row("workload-binary-topology", Cli(["workload", "llama3-70b", "-t", "{binary.yaml}"]), TopologyError,
+        ("is a binary file, not YAML text",), "traceback"),
+    Row("workload-calibration-kind", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--calibration", "h900"]),
+        CalibrationError, ("GPU kind 'h900'",), "clear"),
+    Row("workload-calibration-1e300", Cli(["workload", "llama3-70b", "-t", "hgx-h200-8", "--calibration",
+                                           "{calib_1e300.json}"]),
+        CalibrationError, ("parameters.sm.cta_local_gbps.value", "must be in"), "silent"),
+    Row("usage-workload-no-topology", Usage(["workload", "llama3-70b"]), SystemExit, ("--topology",), "clear"),
+    Row("usage-workload-phase", Usage(["workload", "llama3-70b", "-t", "hgx-h200-8", "--phase", "train"]),
+        SystemExit, ("--phase", "invalid choice"), "clear"),
+
+    # ---------------- API: purlin.workload --------------------------------------------
+    Row("wl-name-int", lambda f: StepConfig(42, hidden=256, layers=2, heads=4), SpecError,
+        ("workload name 42", "non-empty string"), "silent"),
+    Row("wl-hidden-huge", lambda f: toy(hidden=10 ** 12), SpecError,
+        ("hidden=1000000000000", "1..1,048,576", "sanity bound"), "silent"),
+    Row("wl-layers-huge", lambda f: toy(layers=10 ** 9), SpecError, ("layers=1000000000", "1..10,000"), "silent"),
+    Row("wl-tokens-huge", lambda f: toy(tokens=10 ** 15), SpecError,
+        ("tokens=1000000000000000", "1..4,194,304"), "silent"),
+    Row("wl-routings-huge", lambda f: toy(routings=10 ** 9), SpecError, ("routings=1000000000", "1..4,096"), "silent"),
+    Row("wl-kv-heads-string", lambda f: toy(kv_heads="8"), SpecError, ("kv_heads='8'", "must be an int"), "traceback"),
+    Row("wl-kv-heads-zero", lambda f: toy(kv_heads=0), SpecError, ("kv_heads=0", "must be an int in 1.."), "clear"),
+    Row("wl-dtype-int", lambda f: toy(dtype=16), SpecError, ("dtype=16", "a dtype name"), "clear"),
+    Row("wl-sp-string", lambda f: toy(sp="yes"), SpecError, ("sp='yes'", "True or False"), "silent"),
+    Row("wl-dedupe-string", lambda f: toy(dedupe="no"), SpecError, ("dedupe='no'", "True or False"), "silent"),
+    Row("wl-skew-nan", lambda f: toy(skew=float("nan")), SpecError, ("skew=nan", "0..100"), "silent"),
+    Row("wl-skew-inf", lambda f: toy(skew=float("inf")), SpecError, ("skew=inf", "0..100"), "silent"),
+    Row("wl-preset-int", lambda f: preset(42), SpecError, ("workload preset 42", "a string"), "traceback"),
+    Row("wl-preset-tokens-string", lambda f: preset("llama3-70b", tokens="12"), SpecError,
+        ("tokens='12'", "must be an int"), "clear"),
+    Row("wl-predict-config-string", lambda f: predict_step("llama3-70b", "hgx-h200-8"), SpecError,
+        ("predict_step: config 'llama3-70b'", "expected a StepConfig", "preset(name)"), "traceback"),
+    Row("wl-predict-ctas-string", lambda f: predict_step(toy(), minimal(4), cta_budget="a"), PlanError,
+        ("predict_step: cta_budget 'a'", "must be an integer"), "traceback"),
+    Row("wl-predict-ctas-zero", lambda f: predict_step(toy(), minimal(4), cta_budget=0), PlanError,
+        ("predict_step: cta_budget 0", "1..65536"), "clear"),
+    Row("wl-predict-calibration-int", lambda f: predict_step(toy(), minimal(4), calibration=3),
+        CalibrationError, ("predict_step: calibration 3", "a GPU kind or a JSON path"), "traceback"),
+    Row("wl-predict-calibration-kind", lambda f: predict_step(toy(), minimal(4), calibration="h900"),
+        CalibrationError, ("GPU kind 'h900'",), "clear"),
+    Row("wl-predict-policy-string", lambda f: predict_step(toy(), minimal(4), "ring"), PlanError,
+        ("policy 'ring'", "Policy(algorithm='ring')"), "traceback"),
+    Row("wl-predict-policy-by-name", lambda f: predict_step(toy(), minimal(4), {"all_reduce": "ring"}),
+        PlanError, ("policy 'ring'",), "traceback"),
+    Row("wl-predict-executor", lambda f: predict_step(toy(), minimal(4), executor="pool"), SpecError,
+        ("predict_step: executor 'pool'", "concurrent.futures.Executor"), "traceback"),
+    Row("wl-predict-progress", lambda f: predict_step(toy(), minimal(4), progress="x"), SpecError,
+        ("predict_step: progress 'x'", "True or False"), "silent"),
+    Row("wl-predict-label", lambda f: predict_step(toy(), minimal(4), label=3), SpecError,
+        ("predict_step: label 3", "a string or None"), "silent"),
+    Row("wl-predict-cache", lambda f: predict_step(toy(), minimal(4), cache={}), SpecError,
+        ("predict_step: cache {}", "a SimCache"), "traceback"),
+    Row("wl-predict-routing-dense", lambda f: predict_step(toy(), minimal(4), routing="x"), SpecError,
+        ("routing: applies to MoE layers with expert parallelism", "a dense model", "leave routing out"),
+        "silent"),
+    Row("wl-predict-world-zero", lambda f: predict_step(toy(), "h200-loopback", world=0), SpecError,
+        ("predict_step: world 0", "rank count of a loopback topology"), "clear"),
+    Row("wl-predict-steps-empty", lambda f: predict_steps(toy(), []), SpecError,
+        ("predict_steps: topologies: the list is empty",), "silent"),
+    Row("wl-predict-steps-no-policies", lambda f: predict_steps(toy(), [minimal(4)], {}), PlanError,
+        ("predict_steps: policies {}", "non-empty mapping"), "silent"),
+    Row("wl-expand-world-zero", lambda f: expand(toy(), 0), SpecError, ("expand: world 0", ">= 1"), "silent"),
+    Row("wl-expand-world-string", lambda f: expand(toy(), "8"), SpecError,
+        ("expand: world '8'", "must be an integer"), "traceback"),
+    Row("wl-draw-total-limit", lambda f: expand(preset("deepseek-v3", "prefill", routings=4096), 576),
+        LimitError, ("the step's routing draws would score", "over the limit of 2,147,483,648",
+                     "routings=4096"), "hang"),
+
+    # ---------------- API: load_topology(gpus=) ----------------------------------------
+    Row("lt-gpus-zero", lambda f: load_topology("hgx-h200-8", gpus=0), TopologyError,
+        ("gpus=0", "from 1 to the file's 8 GPUs"), "clear"),
+    Row("lt-gpus-too-many", lambda f: load_topology("hgx-h200-8", gpus=9), TopologyError,
+        ("gpus=9", "from 1 to the file's 8 GPUs"), "clear"),
+    Row("lt-gpus-string", lambda f: load_topology("hgx-h200-8", gpus="4"), TopologyError,
+        ("gpus='4'", "must be an int"), "clear"),
+    Row("lt-gpus-bool", lambda f: load_topology("hgx-h200-8", gpus=True), TopologyError,
+        ("gpus=True", "must be an int"), "clear"),
+    Row("lt-gpus-loopback", lambda f: load_topology("h200-loopback", gpus=2), TopologyError,
+        ("gpus=2", "the file's 1 GPU;", "give world= for the rank count"), "clear"),
+    Row("lt-gpus-pairs", lambda f: load_topology("pcie-gen5-8", gpus=4), TopologyError,
+        ("gpus=4", "links listed as pairs cannot be cut"), "clear"),
+
+    # ---------------- purlin.torch's arguments (checked without torch) -----------------
+    Row("torch-op-unknown", lambda f: check_op("all_reduce", "xor"), SpecError,
+        ("all_reduce: op 'xor'", "choose one of sum"), "clear"),
+    Row("torch-op-list", lambda f: check_op("reduce_scatter", ["sum"]), SpecError,
+        ("reduce_scatter: op ['sum']",), "traceback"),
+    Row("torch-xs-one-tensor", lambda f: check_tensors("all_reduce", np.zeros(4)), SpecError,
+        ("xs is one ndarray of shape (4,)", "one tensor per rank, as a list"), "silent"),
+    Row("torch-xs-empty", lambda f: check_tensors("all_gather", []), SpecError,
+        ("all_gather: no tensors given",), "clear"),
+    Row("torch-xs-not-tensors", lambda f: check_tensors("all_gather", [1, 2]), SpecError,
+        ("xs[0] is int: expected a tensor",), "traceback"),
+    Row("torch-xs-shapes", lambda f: check_tensors("all_to_all", [FakeTensor((4,)), FakeTensor((4, 1))]),
+        SpecError, ("one dtype, shape and device", "xs[1] has shape (4, 1)"), "clear"),
+    Row("torch-xs-devices", lambda f: check_tensors("all_reduce", [FakeTensor((4,)), FakeTensor((4,), device="cuda:1")]),
+        SpecError, ("xs[1] has device cuda:1",), "clear"),
+    Row("torch-split", lambda f: out_numel("all_to_all", 5, 2), SpecError,
+        ("5 elements do not split into 2 equal blocks",), "clear"),
+    Row("torch-cpu-world", lambda f: check_world("all_reduce", False, 7, True), SpecError,
+        ("CPU tensors run on the reference executor, which takes no world", "leave world out"), "silent"),
+    Row("torch-cuda-no-world", lambda f: check_world("all_gather", True, 0, False), SpecError,
+        ("CUDA tensors need a world registered first",), "clear"),
+    Row("torch-max-nbytes", lambda f: check_max_nbytes(0), SpecError,
+        ("Communicator: max_nbytes 0", "an integer >= 1"), "silent"),
 ]
 
 
