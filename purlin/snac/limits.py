@@ -79,13 +79,15 @@ def check_plan_size(est: PlanEstimate, max_instructions: int, max_memory_nbytes:
                          f"if you mean it")
 
 
-def lower_bound(c: Collective, align: int = 16) -> PlanEstimate:
+def lower_bound(c: Collective, align: int = 16,
+                groups: list[df.Group] | None = None) -> PlanEstimate:
     """The least any plan of ``c`` holds, whatever the policy: every holder of a copy
     block is written by some instruction, and a reduction reads each source once for
     every piece the holders split it into. Cheap (one pass over the blocks), so
-    :func:`plan` runs it before looking at the topology."""
+    :func:`plan` runs it before looking at the topology. ``groups``: ``df.groups(c)``
+    when the caller has it already."""
     instrs = refs = 0
-    for g in df.groups(c):
+    for g in df.groups(c) if groups is None else groups:
         if c.is_reduce:
             pieces = min(len(g.holders), max(1, g.nbytes // align))
             instrs += pieces
@@ -122,16 +124,18 @@ def library_lower_bound(name: str, world: int, size: int, align: int = 16) -> Pl
     return PlanEstimate(1, w + 1)   # broadcast, reduce; V forms (their splits may be 0 B)
 
 
-def estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool = False) -> PlanEstimate:
+def estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool = False,
+             groups: list[df.Group] | None = None) -> PlanEstimate:
     """The size of the plan of ``c`` under the resolved policy ``pol`` (no ``auto``
     fields): data instructions per regime as the builders in :mod:`purlin.snac.dataflow`
     emit them, plus a Notify and a Wait for every reference to another rank's buffer, and
     the start and end handshakes. ``spread``: the direct regime deals work over every
-    CTA of every rank (a loopback topology)."""
+    CTA of every rank (a loopback topology). ``groups``: ``df.groups(c)`` if at hand."""
+    groups = df.groups(c) if groups is None else groups
     chunk, w = pol.chunk_nbytes, c.world
     data = refs = remote = items_total = 0
     home = [0] * w   # direct regime: data instructions on each rank (they issue its touches)
-    for g in df.groups(c):
+    for g in groups:
         d, r, x, items = (_reduce_group if c.is_reduce else _copy_group)(g, pol, chunk, w)
         data, refs, remote, items_total = data + d, refs + r, remote + x, items_total + items
         if pol.regime == "direct":
@@ -145,7 +149,7 @@ def estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool = False) 
         return PlanEstimate(data + 2 * remote + 2 * w, refs)
     if spread and items_total:
         workers = w * budget
-        total = _direct_total(c, pol)
+        total = _direct_total(c, pol, groups)
         runs = max(1, -(-total // chunk), min(workers, total // max(1, min(chunk, MIN_CHUNK))))
         if runs > workers:
             runs = -(-runs // workers) * workers
@@ -203,10 +207,10 @@ def _reduce_group(g: df.Group, pol: Policy, chunk: int, w: int) -> tuple[int, in
         items * (s - 1) + tails, items
 
 
-def _direct_total(c: Collective, pol: Policy) -> int:
+def _direct_total(c: Collective, pol: Policy, groups: list[df.Group]) -> int:
     """Bytes of the items the direct builder deals out (what ``_deal`` cuts into runs)."""
     total = 0
-    for g in df.groups(c):
+    for g in groups:
         if c.is_reduce:
             total += g.nbytes * (1 if pol.algorithm == "two_shot" else len(g.holders))
         else:

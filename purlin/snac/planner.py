@@ -62,8 +62,8 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     check_bool("check", check, error=PlanError)
     cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
                            fix="it is the CTAs per rank, at least 1")
-    topo, pol = check_limits(collective, topology, policy, cta_budget, table,
-                             max_instructions=max_instructions, max_memory_nbytes=max_memory_nbytes)
+    topo, pol, gs = _check_limits(collective, topology, policy, cta_budget, table,
+                                  max_instructions, max_memory_nbytes)
     c = collective   # validated by check_limits; any count: pol.align is where pieces are cut
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
@@ -72,7 +72,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
                             "throughput regime, not 'latency'")
         order = ring_order(topo)
     else:
-        _check_reach(c, topo)
+        _check_reach(c, topo, gs)
     if pol.atom == "switch":
         if not (c.is_reduce and pol.regime == "direct"):
             raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
@@ -80,7 +80,6 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         if not any(sw.in_switch_reduce for sw in topo.switches):
             raise PlanError(f"policy.atom 'switch': topology {topo.name} has no switch with "
                             f"in_switch_reduce (NVLS)")
-    gs = df.groups(c)
     has_tail = (c.is_reduce and pol.algorithm == "two_shot" and pol.regime != "direct"
                 and any(len(g.holders) > 1 for g in gs))   # direct reductions store to all holders
     ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
@@ -124,6 +123,15 @@ def check_limits(collective: Collective, topology: Topology | str | None = None,
     >>> topo.world, pol.regime
     (4, 'direct')
     """
+    return _check_limits(collective, topology, policy, cta_budget, table, max_instructions,
+                         max_memory_nbytes)[:2]
+
+
+def _check_limits(collective: Any, topology: Any, policy: Any, cta_budget: Any, table: Any,
+                  max_instructions: Any, max_memory_nbytes: Any
+                  ) -> tuple[Topology, Policy, list[df.Group]]:
+    """:func:`check_limits`, also returning the spec's dataflow groups (found once, for the
+    estimates and the builders alike: at rack scale each pass costs seconds)."""
     if not isinstance(collective, Collective):
         hint = (" (build one: purlin.library.from_size(name, world, nbytes))"
                 if isinstance(collective, str) else "")
@@ -138,13 +146,14 @@ def check_limits(collective: Collective, topology: Topology | str | None = None,
     policy = _policy_arg(policy)
     collective.validate()   # the shape first: worlds, names, sizes (any element count)
     what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
-    limits.check_plan_size(limits.lower_bound(collective), max_instructions, max_memory_nbytes,
-                           what)
+    gs = df.groups(collective)
+    limits.check_plan_size(limits.lower_bound(collective, groups=gs), max_instructions,
+                           max_memory_nbytes, what)
     topo = _topology_for(topology, collective.world)
     pol = resolve_policy(collective, topo, policy, cta_budget, table)
-    limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback),
-                           max_instructions, max_memory_nbytes, what)
-    return topo, pol
+    limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback,
+                                           groups=gs), max_instructions, max_memory_nbytes, what)
+    return topo, pol, gs
 
 
 def _nbytes(c: Collective) -> int:
@@ -237,9 +246,9 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
     return out, max(size.values())
 
 
-def _check_reach(c: Collective, topo: Topology) -> None:
+def _check_reach(c: Collective, topo: Topology, gs: list[df.Group]) -> None:
     """One-hop algorithms need every pair that exchanges data to reach each other."""
-    for g in df.groups(c):
+    for g in gs:
         for s in g.sources:
             for h in g.holders:
                 if s.rank != h.rank and not is_direct(topo, s.rank, h.rank):
