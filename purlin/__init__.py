@@ -37,8 +37,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from purlin.errors import (BackendUnavailable, Deadlock, PlanError, PurlinError, ScheduleError,
-                           SpecError, TopologyError)
+from purlin.errors import (BackendUnavailable, Deadlock, LimitError, PlanError, PurlinError,
+                           ScheduleError, SpecError, TopologyError, UsageError)
 from purlin.snac import Policy, Schedule, codesign, plan
 from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
 from purlin.snac.report import format_summary, summarize
@@ -58,8 +58,8 @@ _SIMULATOR = {"simulate": "purlin.sim.engine", "predict": "purlin.sim.predict",
 
 __all__ = [
     # errors
-    "BackendUnavailable", "Deadlock", "PlanError", "PurlinError", "ScheduleError", "SpecError",
-    "TopologyError",
+    "BackendUnavailable", "Deadlock", "LimitError", "PlanError", "PurlinError", "ScheduleError",
+    "SpecError", "TopologyError", "UsageError",
     # specs
     "Block", "Collective", "Layout", "dtype", "evaluate", "library", "packed", "scattered",
     "transposed",

@@ -9,46 +9,20 @@ import json
 import sys
 from typing import Sequence
 
+from purlin import cliargs as ca
 from purlin.errors import PurlinError
-from purlin.sim.predict import parse_size, parse_sizes
 
 SIZES_HELP = "sizes as LO:HI[:FACTOR] or a comma list, with K/M/G suffixes (e.g. 1K:1G)"
 
 
-def parse_policy(args: argparse.Namespace):
-    """The Policy that ``--policy key=value``, ``--regime``, ``--algorithm``, ``--atom`` and
-    ``--chunk`` describe."""
-    from purlin.snac.policy import Policy
-    fields = {}
-    for kv in args.policy or []:
-        for item in kv.split(","):
-            if "=" not in item:
-                raise PurlinError(f"--policy {item!r}: expected key=value")
-            k, v = item.split("=", 1)
-            fields[k.strip()] = _value(v.strip())
-    for name in ("regime", "algorithm", "atom"):
-        if getattr(args, name, None):
-            fields[name] = getattr(args, name)
-    if getattr(args, "chunk", None):
-        fields["chunk_nbytes"] = parse_size(args.chunk)
-    return Policy.from_dict(fields)
-
-
-def _value(v: str):
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    try:
-        return parse_size(v) if v[-1:].upper() in "KMG" else int(v)
-    except (PurlinError, ValueError):
-        return v
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", "-w", type=int, default=None,
-                   help="number of ranks (default: the topology's; 8 without a topology)")
+                   help="ranks of a loopback topology, or of the synthetic switch when no "
+                        "--topology is given (default 8); a topology with its own GPUs takes none")
     p.add_argument("--dtype", default="fp32")
-    p.add_argument("--op", default="add", help="reduction op for reducing collectives")
-    p.add_argument("--root", type=int, default=0)
+    p.add_argument("--op", default=None, help="reduction op for reducing collectives (default add)")
+    p.add_argument("--root", type=int, default=None,
+                   help="root rank of broadcast, reduce, gather, scatter (default 0)")
     p.add_argument("--topology", "-t", default=None, help="topology name or YAML path")
     p.add_argument("--policy", action="append", help="key=value[,key=value] policy fields")
     p.add_argument("--regime", choices=("latency", "throughput", "direct", "auto"))
@@ -57,18 +31,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk", help="chunk size, e.g. 1M")
     p.add_argument("--ctas", type=int, default=64, help="CTA budget per rank")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
-
-
-def _plan_from_args(args: argparse.Namespace, check: bool):
-    from purlin.snac import plan
-    from purlin.snac.planner import resolve
-    from purlin.spec import library
-    topo = _topology_from_args(args)
-    c = library.from_size(args.collective, topo.world, parse_size(args.bytes), args.dtype,
-                          args.op, args.root)
-    pol = parse_policy(args)
-    args.policy_source = resolve(c, topo, pol, args.ctas)[1]
-    return plan(c, topo, pol, args.ctas, check=check), topo
 
 
 def format_source(src: dict) -> str:
@@ -85,25 +47,38 @@ def format_source(src: dict) -> str:
     return f"# policy as given; the generic rules filled: {filled}"
 
 
-def _topology_from_args(args: argparse.Namespace):
-    """The one topology a command runs on: ``--topology`` (a loopback one takes
-    ``--world`` ranks), or a synthetic switch of ``--world`` GPUs (default 8)."""
-    from purlin.topology import resolve_topology
-    if args.topology is None:
-        return resolve_topology(None, args.world or 8)
-    return resolve_topology(args.topology, args.world)
-
-
 def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
     """``purlin plan`` (or ``verify``): plan one collective, print its summary, write JSON on
     request."""
+    from purlin.snac import plan
+    from purlin.snac.planner import resolve
+    from purlin.snac.limits import (DEFAULT_MAX_INSTRUCTIONS, DEFAULT_MAX_MEMORY_NBYTES,
+                                    check_plan_size, library_lower_bound, max_blocks_for)
     from purlin.snac.report import format_summary, summarize
     from purlin.snac.serialize import to_dict
-    sched, topo = _plan_from_args(args, check=True)
+    from purlin.spec import library
+    from purlin.topology import resolve_topology
+    verb = "verify" if verify_only else "plan"
+    ca.check_outputs(args)                                   # every check before any work
+    names = ca.collective_names([args.collective])
+    size = ca.size_option("--bytes", args.bytes)
+    dtype = ca.check_dtype("--dtype", args.dtype, names)
+    topo, world = ca.topology_option(args)
+    op = ca.op_option(verb, args.op, names)
+    root = ca.root_option(verb, args.root, names, world)
+    pol, ctas, lim = ca.policy_option(args), ca.ctas_option(args), ca.limits_option(args)
+    check_plan_size(library_lower_bound(names[0], world, size),      # before building the spec
+                    lim["max_instructions"] or DEFAULT_MAX_INSTRUCTIONS,
+                    lim["max_memory_nbytes"] or DEFAULT_MAX_MEMORY_NBYTES,
+                    f"{names[0]} at world {world}, {size} B")
+    c = library.from_size(names[0], world, size, dtype, op, root,
+                          max_blocks=max_blocks_for(lim["max_instructions"] or DEFAULT_MAX_INSTRUCTIONS))
+    sched = plan(c, topo, pol, ctas, check=True, **lim)
+    topo = topo or resolve_topology(None, world)
     summary = summarize(sched, topo)
-    summary["policy_source"] = args.policy_source
+    summary["policy_source"] = resolve(c, topo, pol, ctas)[1]
     print(format_summary(summary))
-    print(format_source(args.policy_source))
+    print(format_source(summary["policy_source"]))
     if verify_only:
         print("# verified: every output byte written once with the right data, every Wait "
               "matched, no wait cycle, no early staging reuse, all offsets in bounds")
@@ -213,7 +188,7 @@ def _add_sim_verbs(sub) -> None:
     p.add_argument("--plot", metavar="FILE")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--dtype", default="fp32")
-    p.add_argument("--op", default="add")
+    p.add_argument("--op", default=None, help="reduction op for reducing collectives (default add)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -221,16 +196,29 @@ def cmd_sim(args: argparse.Namespace) -> int:
     """``purlin sim``: predict collectives over sizes, print nccl-tests-style tables, write
     plots/traces on request."""
     from purlin.sim import format_table, plot_bandwidth, plot_timeline, predict, simulate_collective
+    from purlin.sim.calibration import load_calibration
+    from purlin.sim.predict import check_points
     from purlin.spec import library
-    names = args.collectives or list(library.PURLIN_SEVEN)
-    pol = parse_policy(args)
-    sizes = parse_sizes(args.sizes)
-    topo = _topology_from_args(args)
+    ca.check_outputs(args)                                   # every check before any work
+    names = ca.collective_names(args.collectives or list(library.PURLIN_SEVEN))
+    sizes = ca.sizes_option("--sizes", args.sizes)
+    dtype = ca.check_dtype("--dtype", args.dtype, names)
+    topo, world = ca.topology_option(args)
+    op = ca.op_option("sim", args.op, names)
+    root = ca.root_option("sim", args.root, names, world)
+    pol, ctas, lim = ca.policy_option(args), ca.ctas_option(args), ca.limits_option(args)
+    cal = load_calibration(args.calibration or topo.gpu_kind)
+    kw = dict(dtype=dtype, cta_budget=ctas, **lim)
+    per = {n: dict(kw, op=op if n in library.REDUCING else None,
+                   root=root if n in library.ROOTED else None) for n in names}
+    for name in names:
+        check_points(name, topo, sizes, pol, **per[name])
+    if (args.trace or args.gantt) and len(names) > 1:
+        ca.warn("sim", f"--trace/--gantt show one call: {names[0]} at {sizes[-1]} B")
     all_rows = []
     for name in names:
-        rows = predict(name, topo, sizes, pol, dtype=args.dtype, op=args.op,
-                       calibration=args.calibration, cta_budget=args.ctas)
-        print(f"# {library.canonical(name)} on {topo.name}")
+        rows = predict(name, topo, sizes, pol, calibration=cal, **per[name])
+        print(f"# {name} on {topo.name}")
         print(format_table(rows))
         all_rows += rows
     if args.json:
@@ -239,8 +227,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     if args.plot:
         plot_bandwidth(all_rows, args.plot)
     if args.trace or args.gantt:
-        r = simulate_collective(names[0], topo, sizes[-1], pol, dtype=args.dtype,
-                                op=args.op, calibration=args.calibration, cta_budget=args.ctas)
+        r = simulate_collective(names[0], topo, sizes[-1], pol, calibration=cal, **per[names[0]])
         if args.trace:
             r.write_trace(args.trace)
         if args.gantt:
@@ -251,19 +238,21 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``purlin sweep``: simulate policies x sizes x topologies and print the best policy per
     size band."""
+    from purlin.check import check_int
     from purlin.sim import sweep
     from purlin.snac.policy import Policy
-    tries = [None] if not args.tries else []
-    for t in args.tries or []:
-        fields = dict(item.split("=", 1) for item in t.split(",") if "=" in item)
-        tries.append(Policy.from_dict({k: _value(v) for k, v in fields.items()}))
-    if tries == [None]:
-        tries = [Policy(regime=r) for r in ("latency", "throughput", "direct")]
-    topos = [t for t in args.topologies.split(",") if t]
-    res = sweep(args.collectives, parse_sizes(args.sizes), topos, tries, dtype=args.dtype,
-                op=args.op, plot=args.plot, max_workers=args.workers, scheduler=args.scheduler)
+    ca.check_outputs(args)                                   # every check before any work
+    names = ca.collective_names(args.collectives)
+    topos = ca.list_option("--topologies", args.topologies)
+    sizes = ca.sizes_option("--sizes", args.sizes)
+    dtype = ca.check_dtype("--dtype", args.dtype, names)
+    op = ca.op_option("sweep", args.op, names)
+    tries = ca.tries_option(args.tries) or [Policy(regime=r) for r in ("latency", "throughput", "direct")]
+    workers = None if args.workers is None else check_int("--workers", args.workers, lo=1)
+    res = sweep(names, sizes, topos, tries, dtype=dtype, op=op, plot=args.plot,
+                max_workers=workers, scheduler=ca.scheduler_option(args.scheduler))
     print(res.table())
-    tables = [res.best_policy_table(t, c) for t in topos for c in args.collectives]
+    tables = [res.best_policy_table(t, c) for t in topos for c in names]
     for tb in tables:
         print(f"# best per size band: {tb['collective']} on {tb['topology']}")
         for band in tb["bands"]:
@@ -308,14 +297,28 @@ def cmd_workload(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
     from purlin import workload
-    if args.workers is not None and args.workers < 1:
-        raise PurlinError(f"--workers {args.workers}: give at least 1")
-    config = workload.preset(args.preset, args.phase, args.tokens, dedupe=args.dedupe,
-                             seed=args.seed)
+    from purlin.check import check_int
+    from purlin.workload.config import RANGES
+    from purlin.sim.calibration import load_calibration
+    from purlin.topology import resolve_topology
+    ca.check_outputs(args)                                   # every check before any work
+    workers = None if args.workers is None else check_int("--workers", args.workers, lo=1,
+                                                          fix="it is a process count")
+    tokens = None if args.tokens is None else check_int(
+        "--tokens", args.tokens, *RANGES["tokens"],
+        fix="it is the tokens per tensor-parallel group")
+    seed = check_int("--seed", args.seed, lo=0, fix="it seeds the drawn MoE routing")
+    config = workload.preset(args.preset, args.phase, tokens, dedupe=args.dedupe, seed=seed)
+    if not config.is_moe and (args.dedupe or args.seed):
+        ca.warn("workload", f"--dedupe and --seed apply to MoE dispatch; {config.name} is dense, "
+                            f"so they change nothing")
+    topologies = [resolve_topology(t) for t in args.topology]   # a bad name or file fails here
+    if args.calibration:
+        load_calibration(args.calibration)                   # an unknown kind or bad file fails here
     policies = {"default": None} if args.no_baseline else None
-    workers = args.workers or os.cpu_count() or 1
+    workers = workers or os.cpu_count() or 1
     with (ProcessPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
-        preds = workload.predict_steps(config, args.topology, policies, executor=pool,
+        preds = workload.predict_steps(config, topologies, policies, executor=pool,
                                        calibration=args.calibration)
     print(workload.format_table(preds))
     if args.json:
@@ -329,8 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``purlin`` command line; returns the exit status (2 on a PurlinError, printed as
     one line)."""
     ap = build_parser()
-    args = ap.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(argv)          # argparse's own usage errors exit 2 here
     try:
         if args.verb == "plan":
             return cmd_plan(args)
@@ -340,8 +342,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PurlinError as e:
         if args.debug:
             raise
-        print(f"purlin {args.verb}: error: {e}", file=sys.stderr)
+        print(f"purlin {args.verb}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except MemoryError:
+        if args.debug:
+            raise
+        print(f"purlin {args.verb}: error: out of memory; ask for less (fewer ranks, a smaller "
+              f"size) or lower --max-memory", file=sys.stderr)
+        return 2
+    except OSError as e:                # a write that failed after the checks (disk full)
+        if args.debug:
+            raise
+        print(f"purlin {args.verb}: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+
+
+def _one_line(e: Exception) -> str:
+    """The message on one line (a Deadlock lists its stuck CTAs on the lines below)."""
+    lines = str(e).splitlines() or [type(e).__name__]
+    return lines[0] + (f" ({len(lines) - 1} more lines with --debug)" if len(lines) > 1 else "")
 
 
 if __name__ == "__main__":

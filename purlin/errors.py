@@ -36,6 +36,19 @@ class Deadlock(ScheduleError):
     names the stuck (rank, cta, instruction) and the signal it waits for."""
 
 
+class UsageError(PurlinError, ValueError):
+    """Raised when an argument (a CLI option, a keyword, an output path) is malformed,
+    out of range, of the wrong type, or does not apply to what was asked; names the
+    argument, the value, the rule and, where there is one, the fix."""
+
+
+class LimitError(PurlinError, ValueError):
+    """Raised before any work when a request would exceed a resource limit (blocks in a
+    layout, instructions or memory of a plan); states the estimate, the limit and the
+    argument that raises it (``max_blocks=``, ``max_instructions=``, ``max_memory_nbytes=``;
+    on the command line ``--max-instructions`` and ``--max-memory``)."""
+
+
 class BackendUnavailable(PurlinError, RuntimeError):
     """Raised when an executor is asked for but its dependency (simpy, cupy, a GPU)
     is missing here."""

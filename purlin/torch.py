@@ -34,6 +34,8 @@ import numpy as np
 import torch
 
 from purlin.errors import SpecError
+from purlin.torchargs import check_max_nbytes, check_op, check_tensors, check_world
+from purlin.torchargs import out_numel as _out_numel
 
 __all__ = ["Communicator", "all_gather", "all_reduce", "all_to_all", "reduce_scatter", "register"]
 
@@ -41,8 +43,6 @@ _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
 for _name, _purlin in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")):
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = _purlin
-_OPS = {"sum": "add", "add": "add", "prod": "mul", "mul": "mul", "max": "max", "min": "min"}
-
 # Custom ops see tensors, ints and strings only: a world is named by a handle into this
 # table (0: none, the reference executor for CPU tensors). It is the one piece of module
 # state, and holds only what register() was given.
@@ -61,13 +61,6 @@ def register(world_or_comm) -> int:
     return h
 
 
-def _op(op: str) -> str:
-    try:
-        return _OPS[op]
-    except KeyError:
-        raise SpecError(f"op {op!r}: choose one of {', '.join(_OPS)}") from None
-
-
 def _dtype(x: torch.Tensor) -> str:
     try:
         return _DTYPES[x.dtype]
@@ -76,14 +69,6 @@ def _dtype(x: torch.Tensor) -> str:
 
 
 # ---- the loopback ops ------------------------------------------------------------------
-def _out_numel(name: str, n: int, w: int) -> int:
-    if name == "all_gather":
-        return n * w
-    if name in ("reduce_scatter", "all_to_all") and n % w:
-        raise SpecError(f"{name}: {n} elements do not split into {w} equal blocks")
-    return n // w if name == "reduce_scatter" else n
-
-
 def _collective(name: str, w: int, x: torch.Tensor, op: str):
     from purlin.spec import library
     nbytes = x.numel() * x.element_size()
@@ -118,16 +103,12 @@ def _run_cpu(name: str, xs: Sequence[torch.Tensor], op: str) -> list[torch.Tenso
 
 
 def _run(name: str, xs: Sequence[torch.Tensor], op: str, world: int) -> list[torch.Tensor]:
-    if not xs:
-        raise SpecError(f"{name}: no tensors given (one per rank)")
-    if any(x.dtype != xs[0].dtype or x.shape != xs[0].shape or x.device != xs[0].device for x in xs):
-        raise SpecError(f"{name}: every rank's tensor must have one dtype, shape and device")
-    if not xs[0].is_cuda:
-        return _run_cpu(name, xs, op)
+    xs = check_tensors(name, xs)
     w = _HANDLES.get(world)
-    if w is None:
-        raise SpecError(f"{name}: CUDA tensors need a world registered first (purlin.torch.register(w), "
-                        f"then world=w)")
+    check_world(name, xs[0].is_cuda, world, w is not None)
+    if not xs[0].is_cuda:
+        _dtype(xs[0])
+        return _run_cpu(name, xs, op)
     n = _out_numel(name, xs[0].numel(), len(xs))
     shape = xs[0].shape if name in ("all_reduce", "all_to_all") else (n,)
     outs = [torch.empty(shape, dtype=xs[0].dtype, device=xs[0].device) for _ in xs]
@@ -173,25 +154,37 @@ def _handle(world) -> int:
     return 0 if world is None else register(world)
 
 
+def _args(name: str, xs: Sequence[torch.Tensor], world) -> list[torch.Tensor]:
+    """``xs`` checked (one tensor per rank, alike, a dtype Purlin runs, a world where one is
+    needed) before the op is dispatched, so a mistake is a SpecError naming it."""
+    xs = check_tensors(name, xs)
+    _dtype(xs[0])
+    check_world(name, xs[0].is_cuda, world, world is not None)
+    _out_numel(name, xs[0].numel(), len(xs))
+    return xs
+
+
 def all_reduce(xs: Sequence[torch.Tensor], op: str = "sum", world=None) -> list[torch.Tensor]:
     """Every rank's result = ``op`` over every rank's tensor, in rank order (one tensor per
     rank; any count, any supported dtype)."""
-    return torch.ops.purlin.all_reduce(list(xs), _op(op), _handle(world))
+    op = check_op("all_reduce", op)
+    return torch.ops.purlin.all_reduce(_args("all_reduce", xs, world), op, _handle(world))
 
 
 def all_gather(xs: Sequence[torch.Tensor], world=None) -> list[torch.Tensor]:
     """Every rank's result = all ranks' tensors, flattened, in rank order."""
-    return torch.ops.purlin.all_gather(list(xs), _handle(world))
+    return torch.ops.purlin.all_gather(_args("all_gather", xs, world), _handle(world))
 
 
 def reduce_scatter(xs: Sequence[torch.Tensor], op: str = "sum", world=None) -> list[torch.Tensor]:
     """Rank q's result = ``op`` over block q (of W equal blocks) of every rank's tensor."""
-    return torch.ops.purlin.reduce_scatter(list(xs), _op(op), _handle(world))
+    op = check_op("reduce_scatter", op)
+    return torch.ops.purlin.reduce_scatter(_args("reduce_scatter", xs, world), op, _handle(world))
 
 
 def all_to_all(xs: Sequence[torch.Tensor], world=None) -> list[torch.Tensor]:
     """Block d of rank s's tensor lands as block s of rank d's result."""
-    return torch.ops.purlin.all_to_all(list(xs), _handle(world))
+    return torch.ops.purlin.all_to_all(_args("all_to_all", xs, world), _handle(world))
 
 
 # ---- the communicator over a process group ---------------------------------------------
@@ -214,6 +207,7 @@ class Communicator:
     def __init__(self, group=None, *, fallback_group=None, max_nbytes: int = 64 << 20, **world_kw):
         import torch.distributed as dist
         from purlin.backends.gpu import IpcWorld
+        max_nbytes = check_max_nbytes(max_nbytes)
         self.dist, self.group = dist, group
         self.fallback_group = fallback_group if fallback_group is not None else group
         self.world = IpcWorld(group, max_nbytes=max_nbytes, **world_kw)
@@ -229,7 +223,7 @@ class Communicator:
 
     def all_reduce(self, x: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """``op`` over every rank's ``x`` (a new tensor)."""
-        return torch.ops.purlin.comm_all_reduce(x, _op(op), self.handle)
+        return torch.ops.purlin.comm_all_reduce(x, check_op("Communicator.all_reduce", op), self.handle)
 
     def all_gather(self, x: torch.Tensor) -> torch.Tensor:
         """Every rank's ``x``, flattened, in rank order."""
@@ -237,7 +231,8 @@ class Communicator:
 
     def reduce_scatter(self, x: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """``op`` over block ``rank`` (of ``size`` equal blocks) of every rank's ``x``."""
-        return torch.ops.purlin.comm_reduce_scatter(x, _op(op), self.handle)
+        return torch.ops.purlin.comm_reduce_scatter(x, check_op("Communicator.reduce_scatter", op),
+                                                    self.handle)
 
     def _call(self, name: str, x: torch.Tensor, op: str) -> torch.Tensor:
         n = {"all_reduce": x.numel(), "all_gather": x.numel() * self.size}.get(name)

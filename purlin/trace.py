@@ -54,6 +54,7 @@ def perfetto(schedule: Schedule, timelines: Mapping[str, Iterable[tuple]],
 
 def write(path: str | Path, trace: Mapping[str, Any]) -> Path:
     """Write a trace as JSON (open it in https://ui.perfetto.dev)."""
-    path = Path(path)
+    from purlin.check import check_output_path
+    path = check_output_path("trace path", path)
     path.write_text(json.dumps(trace))
     return path

@@ -69,3 +69,11 @@ def test_bad_calls_name_the_rule():
         pt.all_reduce([torch.zeros(4), torch.zeros(5)])
     with pytest.raises(SpecError, match="torch.float64"):
         pt.all_gather([torch.zeros(4, dtype=torch.float64)] * 2)
+    with pytest.raises(SpecError, match=r"xs is one Tensor of shape \(4,\); pass one tensor per rank"):
+        pt.all_reduce(torch.zeros(4))            # would iterate as four 0-d tensors
+    with pytest.raises(SpecError, match="CPU tensors run on the reference executor, which takes no world"):
+        pt.all_gather([torch.zeros(4)] * 2, world=object())
+    with pytest.raises(SpecError, match="CPU tensors run on the reference executor"):
+        torch.ops.purlin.all_reduce([torch.zeros(4)] * 2, "add", 7)   # the op itself checks too
+    with pytest.raises(SpecError, match=r"op \['sum'\]"):
+        pt.reduce_scatter([torch.zeros(4)] * 2, ["sum"])

@@ -243,6 +243,28 @@ _POSITIVE = ({"hbm_efficiency", "link_efficiency", "l2_speedup", "l2_reduce_spee
 _AT_MOST_ONE = {k for k in PARAMETERS if k.endswith("_efficiency")}
 
 
+def _sane_range(key: str) -> tuple[float, float]:
+    """The range a value of ``key`` may take (besides the sign rules above): set by the
+    unit in its name, wide enough for any GPU and narrow enough that the engine's
+    arithmetic stays meaningful (a 1e300 rate or latency is a typo, not hardware)."""
+    if key.endswith("_us"):
+        return 0.0, 1e6                      # up to one second
+    if key.endswith("_gbps"):
+        return 1e-6, 1e9                     # 1 KB/s .. 1 EB/s (tests use 1e6 as "no cap")
+    if key.endswith("_efficiency"):
+        return 1e-6, 1.0
+    if key in ("packet_batch", "signal_batch"):
+        return 1.0, 1e6                      # a batch holds at least one
+    return {"hbm_knee": (0.0, 100.0), "l2_resident_mib": (0.0, 1e6),
+            "l2_speedup": (1e-3, 1e3), "l2_reduce_speedup": (1e-3, 1e3),
+            "copy_align_bytes": (0.0, float(1 << 20)),
+            "copy_align_min_bytes": (0.0, float(1 << 40))}[key]
+
+
+RANGES: dict[str, tuple[float, float]] = {k: _sane_range(k) for k in (*PARAMETERS, *EXECUTOR)}
+"""Sane range of every calibration parameter, by dotted key (:func:`_sane_range`)."""
+
+
 def to_values(cal: Calibration) -> dict[str, float]:
     """Flat dotted key -> value of ``cal``."""
     out = {k: getattr(cal, k) for k in _TOP}
@@ -367,6 +389,12 @@ def load_calibration(name_or_path: str | Path) -> Calibration:
     >>> load_calibration("h200").gpu_kind
     'h200'
     """
+    if isinstance(name_or_path, Calibration):
+        return name_or_path
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
+        raise CalibrationError(f"calibration {name_or_path!r:.60}: expected a GPU kind (one of "
+                               f"{', '.join(available_calibrations())}), a JSON path or a "
+                               f"Calibration, got {type(name_or_path).__name__}")
     path = Path(name_or_path)
     if path.suffix != ".json":
         found = [d / f"{name_or_path}.json" for d in calibration_dirs()]
@@ -376,11 +404,22 @@ def load_calibration(name_or_path: str | Path) -> Calibration:
                                    f"known: {', '.join(available_calibrations())}")
         path = found[0]
     try:
-        data = json.loads(path.read_text())
+        if path.is_file() and path.stat().st_size > 16 << 20:
+            raise CalibrationError(f"{path}: too large for a calibration file (> 16 MiB)")
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise CalibrationError(f"{path}: no such calibration file") from None
+    except IsADirectoryError:
+        raise CalibrationError(f"{path}: is a folder, not a calibration file") from None
+    except UnicodeDecodeError as e:
+        raise CalibrationError(f"{path}: is not UTF-8 text (byte {e.start}); a calibration "
+                               f"file is JSON") from None
     except json.JSONDecodeError as e:
         raise CalibrationError(f"{path}: not valid JSON: line {e.lineno}: {e.msg}") from None
+    except RecursionError:
+        raise CalibrationError(f"{path}: not valid JSON: nested too deeply") from None
+    except OSError as e:
+        raise CalibrationError(f"{path}: cannot read it ({e.strerror or e})") from None
     return parse_calibration(data, str(path))
 
 
@@ -396,12 +435,20 @@ def _check_keys(where: str, keys: set) -> None:
 
 
 def _check_value(where: str, key: str, v: Any) -> float:
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 1e300:
+        raise CalibrationError(f"{where}: parameters.{key}.value: must be a finite number in "
+                               f"[{RANGES[key][0]:g}, {RANGES[key][1]:g}], got an integer of "
+                               f"{len(str(abs(v)))} digits")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise CalibrationError(f"{where}: parameters.{key}.value: must be a finite number, got {v!r}")
     if v < 0 or (key in _POSITIVE and v == 0) or (key in _AT_MOST_ONE and v > 1):
         bound = "> 0" if key in _POSITIVE else ">= 0"
         bound += " and <= 1" if key in _AT_MOST_ONE else ""
         raise CalibrationError(f"{where}: parameters.{key}.value: must be {bound}, got {v!r}")
+    lo, hi = RANGES[key]
+    if not lo <= v <= hi:
+        raise CalibrationError(f"{where}: parameters.{key}.value: must be in [{lo:g}, {hi:g}] "
+                               f"(a sane range for its unit), got {v!r}")
     return float(v)
 
 

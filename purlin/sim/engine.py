@@ -45,6 +45,7 @@ from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.clock import Clock
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
+from purlin.sim.checks import check_args
 from purlin.sim.packets import Overlapping, PacketEvents, PacketTimes, fused_positions, uses_packets
 from purlin.sim.result import SimResult
 from purlin.snac.bind import bind_topology
@@ -110,6 +111,7 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     >>> r.time_us > 0 and r.busbw_gbps <= 100.0
     True
     """
+    check_args(schedule, calibration, record)   # types, before any work (purlin.sim.checks)
     topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
     wall = time.perf_counter()

@@ -34,6 +34,8 @@ def plot_bandwidth(rows: Sequence[dict[str, Any]], path: str | Path, metric: str
     """Bandwidth (``busbw`` or ``algbw``, GB/s) or ``time_us`` vs size, one line per
     (collective, topology, policy). Rows come from :func:`purlin.sim.predict` or a
     sweep; error rows are skipped."""
+    from purlin.check import check_output_path
+    check_output_path("plot path", path)
     plt = _pyplot()
     lines: dict[str, list[tuple[int, float]]] = {}
     for r in rows:
@@ -73,6 +75,8 @@ def plot_timeline(result: Any, path: str | Path, ranks: Sequence[int] | None = N
     """Gantt chart of one call: a row per (rank, cta), a bar per instruction coloured
     by kind (waits light grey). ``ranks`` limits the ranks shown (default: all, up to
     ``max_rows`` rows)."""
+    from purlin.check import check_output_path
+    check_output_path("plot path", path)
     plt = _pyplot()
     recs = result.timeline
     keys = sorted({(r.rank, r.cta) for r in recs if ranks is None or r.rank in ranks})[:max_rows]

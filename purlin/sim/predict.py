@@ -10,7 +10,7 @@ import re
 from typing import Any, Iterable, Sequence
 
 from purlin.errors import SpecError
-from purlin.sim.calibration import Calibration
+from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.engine import simulate
 from purlin.sim.result import SimResult
 from purlin.spec import library
@@ -29,17 +29,27 @@ def parse_size(text: str | int) -> int:
     >>> parse_size("1K"), parse_size("2M"), parse_size(16)
     (1024, 2097152, 16)
     """
-    if isinstance(text, int):
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise SpecError(f"size {text}: must be >= 0 bytes")
         return text
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    if not isinstance(text, str):
+        raise SpecError(f"size {text!r:.40}: expected an int or a string like '64K', got "
+                        f"{type(text).__name__}")
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).upper() not in _UNITS:
-        raise SpecError(f"size {text!r}: expected a number with an optional K/M/G suffix")
+        raise SpecError(f"size {text!r}: expected a whole number of bytes with an optional "
+                        f"K/M/G suffix (e.g. 64K)")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+MAX_SIZES = 4096
+"""Most sizes one list or range may give (``1:1G:2`` gives 31)."""
 
 
 def parse_sizes(text: str) -> list[int]:
     """nccl-tests-style size ranges: ``"1K:1G"`` (x2 steps), ``"1K:1G:4"`` (x4 steps) or
-    a comma list ``"1K,64K,1M"``.
+    a comma list ``"1K,64K,1M"``. An empty list is an error.
 
     Examples
     --------
@@ -47,15 +57,30 @@ def parse_sizes(text: str) -> list[int]:
     [1024, 2048, 4096, 8192]
     >>> parse_sizes("1K,1M")
     [1024, 1048576]
+    >>> parse_sizes("1K:1G:x")
+    Traceback (most recent call last):
+    ...
+    purlin.errors.SpecError: sizes '1K:1G:x': FACTOR 'x' must be a whole number >= 2
     """
+    if not isinstance(text, str):
+        raise SpecError(f"sizes {text!r:.40}: expected a string like '1K:1G', got {type(text).__name__}")
     if "," in text:
-        return [parse_size(s) for s in text.split(",") if s.strip()]
+        out = [parse_size(s) for s in text.split(",") if s.strip()]
+        if not out:
+            raise SpecError(f"sizes {text!r}: no size given (e.g. 1K,64K,1M)")
+        if len(out) > MAX_SIZES:
+            raise SpecError(f"sizes {text!r:.40}: {len(out)} sizes, more than {MAX_SIZES}")
+        return out
     parts = text.split(":")
     if len(parts) == 1:
+        if not text.strip():
+            raise SpecError("sizes '': no size given (e.g. 1K:1G or 1K,64K)")
         return [parse_size(parts[0])]
     if len(parts) not in (2, 3):
         raise SpecError(f"sizes {text!r}: expected LO:HI or LO:HI:FACTOR")
     lo, hi = parse_size(parts[0]), parse_size(parts[1])
+    if len(parts) == 3 and not re.fullmatch(r"\s*\d+\s*", parts[2]):
+        raise SpecError(f"sizes {text!r}: FACTOR {parts[2]!r} must be a whole number >= 2")
     factor = int(parts[2]) if len(parts) == 3 else 2
     if lo < 1 or hi < lo or factor < 2:
         raise SpecError(f"sizes {text!r}: need 1 <= LO <= HI and FACTOR >= 2")
@@ -66,12 +91,58 @@ def parse_sizes(text: str) -> list[int]:
     return out
 
 
+def _size_list(sizes: Iterable[int | str] | str) -> list[int]:
+    """Sizes as a non-empty list of byte counts."""
+    if isinstance(sizes, str):
+        return parse_sizes(sizes)
+    if isinstance(sizes, int) and not isinstance(sizes, bool):
+        return [parse_size(sizes)]
+    if not hasattr(sizes, "__iter__"):
+        raise SpecError(f"sizes {sizes!r:.40}: expected a list of sizes or a string like '1K:1G'")
+    out = [parse_size(s) for s in sizes]
+    if not out:
+        raise SpecError("sizes: the list is empty; give at least one size")
+    return out
+
+
+def _collective(collective: str, topo: Topology, size: int, dtype: str, op: str | None,
+                root: int | None, max_instructions: int):
+    from purlin.snac.limits import DEFAULT_MAX_INSTRUCTIONS, max_blocks_for
+    return library.from_size(collective, topo.world, size, dtype, op, root,
+                             max_blocks=max_blocks_for(max_instructions or DEFAULT_MAX_INSTRUCTIONS))
+
+
+def check_points(collective: str, topology: Topology, sizes: Iterable[int], policy: Any = None, *,
+                 dtype: str = "fp32", op: str | None = None, root: int | None = None,
+                 cta_budget: int = 64, max_instructions: int | None = None,
+                 max_memory_nbytes: int | None = None) -> None:
+    """Check every size of a run (spec, policy, plan limits) without planning any, so a
+    bad point fails before the first one is simulated."""
+    from purlin.snac import check_limits
+    from purlin.snac.limits import (DEFAULT_MAX_INSTRUCTIONS, DEFAULT_MAX_MEMORY_NBYTES,
+                                    check_plan_size, library_lower_bound)
+
+    for size in sizes:
+        check_plan_size(library_lower_bound(collective, topology.world, size),
+                        max_instructions or DEFAULT_MAX_INSTRUCTIONS,
+                        max_memory_nbytes or DEFAULT_MAX_MEMORY_NBYTES,
+                        f"{library.canonical(collective)} at world {topology.world}, {size} B")
+        check_limits(_collective(collective, topology, size, dtype, op, root, max_instructions),
+                     topology, policy, cta_budget, max_instructions=max_instructions,
+                     max_memory_nbytes=max_memory_nbytes)
+
+
 def simulate_collective(collective: str, topology: Topology | str, size: int | str,
-                        policy: Any = None, *, dtype: str = "fp32", op: str = "add",
+                        policy: Any = None, *, dtype: str = "fp32", op: str | None = None,
+                        root: int | None = None,
                         calibration: Calibration | str | None = None, world: int | None = None,
-                        cta_budget: int = 64, record: bool = True) -> SimResult:
+                        cta_budget: int = 64, record: bool = True,
+                        max_instructions: int | None = None,
+                        max_memory_nbytes: int | None = None) -> SimResult:
     """Plan and simulate one library collective at one nccl-tests ``size``; the full
     :class:`SimResult` (timeline, trace, utilisation), e.g. for ``--trace``/``--gantt``.
+    ``op`` applies to reducing collectives, ``root`` to rooted ones (see
+    :func:`purlin.spec.library.from_size`).
 
     Examples
     --------
@@ -83,16 +154,21 @@ def simulate_collective(collective: str, topology: Topology | str, size: int | s
     from purlin.snac import plan  # the planner; imported here so `purlin.sim` loads fast
 
     topo = resolve_topology(topology, world)
-    c = library.from_size(collective, topo.world, parse_size(size), dtype, op)
-    return simulate(plan(c, topo, policy, cta_budget=cta_budget), topo, calibration,
-                    record=record)
+    c = _collective(collective, topo, parse_size(size), dtype, op, root, max_instructions)
+    return simulate(plan(c, topo, policy, cta_budget=cta_budget, max_instructions=max_instructions,
+                         max_memory_nbytes=max_memory_nbytes), topo, calibration, record=record)
 
 
 def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str] | str,
-            policy: Any = None, *, dtype: str = "fp32", op: str = "add",
-            calibration: Calibration | str | None = None, world: int | None = None,
-            cta_budget: int = 64) -> list[dict[str, Any]]:
+            policy: Any = None, *, dtype: str = "fp32", op: str | None = None,
+            root: int | None = None, calibration: Calibration | str | None = None,
+            world: int | None = None, cta_budget: int = 64,
+            max_instructions: int | None = None,
+            max_memory_nbytes: int | None = None) -> list[dict[str, Any]]:
     """Plan (``purlin.snac.plan``) and simulate ``collective`` at every size.
+
+    Every size is checked (spec, policy, calibration, plan limits) before the first is
+    simulated, so a bad one fails at once rather than after the others ran.
 
     Parameters
     ----------
@@ -104,10 +180,13 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
         nccl-tests sizes in bytes (``"1K:1G"`` accepted, see :func:`parse_sizes`).
     policy : Policy, dict or None
         Handed to the planner as is (None: the codesign table picks).
-    dtype, op : str
-        Element type and reduction op (op ignored for copy collectives).
+    dtype, op, root : str, str, int
+        Element type; reduction op (reducing collectives only, default add); root rank
+        (rooted collectives only, default 0).
     calibration : Calibration or str, optional
         Default: the topology's ``gpu_kind`` file.
+    max_instructions, max_memory_nbytes : int, optional
+        Plan limits (:func:`purlin.snac.plan`; None: its defaults).
 
     Returns
     -------
@@ -123,11 +202,16 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
     ([1024, 4096], True)
     """
     topo = resolve_topology(topology, world)
-    if isinstance(sizes, str):
-        sizes = parse_sizes(sizes)
-    return [simulate_collective(collective, topo, size, policy, dtype=dtype, op=op,
-                                calibration=calibration, cta_budget=cta_budget,
-                                record=False).row()
+    sizes = _size_list(sizes)
+    cal = calibration if isinstance(calibration, Calibration) else \
+        load_calibration(calibration or topo.gpu_kind)
+    check_points(collective, topo, sizes, policy, dtype=dtype, op=op, root=root,
+                 cta_budget=cta_budget, max_instructions=max_instructions,
+                 max_memory_nbytes=max_memory_nbytes)
+    return [simulate_collective(collective, topo, size, policy, dtype=dtype, op=op, root=root,
+                                calibration=cal, cta_budget=cta_budget, record=False,
+                                max_instructions=max_instructions,
+                                max_memory_nbytes=max_memory_nbytes).row()
             for size in sizes]
 
 

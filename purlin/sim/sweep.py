@@ -21,8 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from purlin.errors import BackendUnavailable, PurlinError
-from purlin.sim.predict import format_table, parse_size, parse_sizes
+from purlin.check import check_int, check_output_path, fail
+from purlin.errors import BackendUnavailable, PlanError, PurlinError, SpecError, UsageError
+from purlin.sim.predict import _size_list, format_table
 from purlin.topology import Topology, resolve_topology
 
 
@@ -34,7 +35,8 @@ def policy_dict(policy: Any) -> dict[str, Any] | None:
         return dict(policy)
     if hasattr(policy, "to_dict"):
         return policy.to_dict()
-    raise TypeError(f"policy must be a Policy, a dict or None, got {type(policy).__name__}")
+    raise PlanError(f"policy {policy!r:.60}: expected a Policy, a dict of its fields or None, "
+                    f"got {type(policy).__name__}")
 
 
 def policy_label(policy: dict[str, Any] | None) -> str:
@@ -56,7 +58,7 @@ def _topology_of(ref: Topology | str) -> Topology:
 
 
 def run_point(collective: str, topology: Topology | str, policy: dict[str, Any] | None,
-              size: int, dtype: str = "fp32", op: str = "add",
+              size: int, dtype: str = "fp32", op: str | None = None,
               calibration: Any = None) -> dict[str, Any]:
     """Plan and simulate one sweep point; a refused plan gives a row with ``error``.
 
@@ -71,7 +73,8 @@ def run_point(collective: str, topology: Topology | str, policy: dict[str, Any] 
             "policy": policy, "policy_label": policy_label(policy), "size": size,
             "dtype": dtype}
     try:
-        c = library.from_size(collective, topo.world, size, dtype, op)
+        key = library.canonical(collective)
+        c = library.from_size(key, topo.world, size, dtype, op if key in library.REDUCING else None)
         result = simulate(plan(c, topo, policy), topo, calibration, record=False)
     except PurlinError as e:
         return {**base, "error": f"{type(e).__name__}: {e}", "time_us": None,
@@ -112,7 +115,7 @@ class SweepResult:
 
     def to_json(self, path: str | Path) -> Path:
         """Write the sweep's meta and rows as JSON to ``path``; returns the path."""
-        path = Path(path)
+        path = check_output_path("to_json path", path)
         path.write_text(json.dumps({"meta": self.meta, "rows": self.rows}, indent=1, default=str))
         return path
 
@@ -171,14 +174,11 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     >>> len(res.rows), res.rows[0]["error"]
     (2, None)
     """
-    collectives = [collectives] if isinstance(collectives, str) else list(collectives)
-    topologies = ([topologies] if isinstance(topologies, (str, Topology)) else list(topologies))
-    sizes = parse_sizes(sizes) if isinstance(sizes, str) else [parse_size(s) for s in sizes]
-    pols = [policy_dict(p) for p in (policies if policies is not None else [None])]
+    collectives, topologies, sizes, pols = _check_sweep(
+        collectives, sizes, topologies, policies, executor, scheduler, dtype, op, calibration,
+        plot, max_workers)
     tasks = [(c, t, p, s, dtype, op, calibration)
              for c in collectives for t in topologies for p in pols for s in sizes]
-    if executor is not None and scheduler is not None:
-        raise PurlinError("sweep: give an executor or a scheduler address, not both")
     if scheduler is not None:
         client = connect(scheduler)
         try:
@@ -198,26 +198,64 @@ def sweep(collectives: Iterable[str] | str, sizes: Iterable[int | str] | str,
     return result
 
 
-def connect(address: str, timeout_s: float = 10.0) -> Any:
+#: How long :func:`connect` waits for a scheduler: short, since a sweep's points run for
+#: far longer and a wrong address should fail before the user walks away.
+CONNECT_TIMEOUT_S = 5.0
+_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+
+
+def check_scheduler_address(address: Any, name: str = "sweep: scheduler") -> str:
+    """``address`` if it reads as a Dask scheduler address (``[scheme://]host:port``, a
+    known scheme, a port in 1..65535); a UsageError naming what is wrong otherwise, so a
+    typo fails at once rather than after a connect timeout.
+
+    Examples
+    --------
+    >>> check_scheduler_address("tcp://10.0.0.5:8786")
+    'tcp://10.0.0.5:8786'
+    """
+    fix = "give it as tcp://HOST:PORT (the address `dask scheduler` prints)"
+    if not isinstance(address, str) or not address.strip():
+        raise fail(name, address, "must be a scheduler address", fix)
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in _SCHEMES:
+        raise fail(name, address, f"unknown scheme {scheme!r} (known: "
+                   f"{', '.join(_SCHEMES)})", fix)
+    if scheme == "inproc":
+        return address
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise fail(name, address, "needs a host and a port in 1..65535", fix)
+    return address
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
     """A ``distributed.Client`` on the Dask scheduler at ``address``.
 
     Raises
     ------
+    UsageError
+        If ``address`` does not read as a scheduler address.
     BackendUnavailable
         If Dask ``distributed`` is not installed, or no scheduler answers at
         ``address`` within ``timeout_s``.
     """
+    check_scheduler_address(address)
     try:
         from distributed import Client
     except ImportError as e:
-        raise BackendUnavailable(f"a sweep on a Dask scheduler needs Dask distributed: "
-                                 f"pip install -e '.[dask]' ({e})") from None
+        raise BackendUnavailable(f"sweep: scheduler {address!r}: a sweep on a Dask scheduler "
+                                 f"needs Dask distributed: pip install -e '.[dask]' ({e})") from None
     try:
         return Client(address, timeout=timeout_s)
-    except (OSError, TimeoutError, ValueError, TypeError) as e:
-        raise BackendUnavailable(f"no Dask scheduler answered at {address!r} within "
-                                 f"{timeout_s:g} s ({type(e).__name__}: {e}); start one with "
-                                 f"`dask scheduler` and workers with `dask worker ADDRESS`") from None
+    except Exception as e:   # refused, unresolvable, timed out, or not a Dask scheduler
+        first = str(e).splitlines()[0][:160] if str(e) else ""
+        raise BackendUnavailable(f"sweep: scheduler {address!r}: no Dask scheduler answered "
+                                 f"within {timeout_s:g} s ({type(e).__name__}: {first}); start "
+                                 f"one with `dask scheduler` and workers with `dask worker "
+                                 f"ADDRESS`, or leave --scheduler out to run here") from None
 
 
 def _dask_client(obj: Any) -> Any:
@@ -227,8 +265,9 @@ def _dask_client(obj: Any) -> Any:
     except ImportError:
         Client = None
     if Client is None or not isinstance(obj, Client):
-        raise PurlinError(f"sweep: executor must be a concurrent.futures.Executor or a "
-                          f"distributed.Client, got {type(obj).__name__}")
+        raise UsageError(f"sweep: executor {obj!r:.40}: expected a concurrent.futures.Executor, "
+                         f"a distributed.Client or None (a process pool), got "
+                         f"{type(obj).__name__}")
     return obj
 
 
@@ -266,6 +305,56 @@ def _run_on_dask(client: Any, tasks: list[tuple], progress: bool) -> list[dict[s
     finally:
         client.cancel(futures)   # nothing is left on the cluster if a point fails
     return rows
+
+
+def _check_sweep(collectives, sizes, topologies, policies, executor, scheduler, dtype, op,
+                 calibration, plot, max_workers) -> tuple[list, list, list[int], list]:
+    """Every argument of :func:`sweep`, checked before any point runs (and before a
+    scheduler is dialled): non-empty lists, known names, valid policies, an op only where
+    something reduces (``"add"``, the default, is accepted for any), a writable plot."""
+    from purlin.sim.calibration import Calibration, load_calibration
+    from purlin.snac import Policy
+    from purlin.spec import library
+    from purlin.spec.dtypes import dtype as lookup_dtype
+
+    def items(what: str, x, single: tuple) -> list:
+        out = [x] if isinstance(x, single) else list(x) if hasattr(x, "__iter__") else None
+        if out is None:
+            raise UsageError(f"sweep: {what} {x!r:.40}: expected one or a list, got {type(x).__name__}")
+        if not out:
+            raise UsageError(f"sweep: {what}: the list is empty, so there is nothing to run; "
+                             f"give at least one")
+        return out
+
+    collectives = [library.canonical(c) for c in items("collectives", collectives, (str,))]
+    topologies = items("topologies", topologies, (str, Path, Topology))
+    for t in topologies:
+        _topology_of(t)   # an unknown name or a bad file fails here, not in every point
+    sizes = _size_list(sizes)
+    pols = [policy_dict(p) for p in (policies if policies is not None else [None])]
+    if not pols:
+        raise UsageError("sweep: policies: the list is empty; leave it out for the codesign "
+                         "default, or give at least one")
+    for p in pols:
+        if p is not None:
+            Policy.from_dict(p)
+    lookup_dtype(dtype)
+    if op not in (None, "add") and not any(c in library.REDUCING for c in collectives):
+        raise SpecError(f"sweep: op {op!r} applies to reducing collectives, and none of "
+                        f"{', '.join(collectives)} reduces; leave op out")
+    if calibration is not None and not isinstance(calibration, Calibration):
+        load_calibration(calibration)
+    if plot is not None:
+        check_output_path("sweep: plot", plot)
+    if max_workers is not None:
+        check_int("sweep: max_workers", max_workers, lo=1)
+    if executor is not None and scheduler is not None:
+        raise UsageError("sweep: give an executor or a scheduler address, not both")
+    if executor is not None and not isinstance(executor, Executor):
+        _dask_client(executor)
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
+    return collectives, topologies, sizes, pols
 
 
 def best_policy_table(rows: Sequence[dict[str, Any]], topology: str,

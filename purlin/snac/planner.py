@@ -7,11 +7,15 @@ rules of :mod:`purlin.snac.policy`. :func:`resolve` also says which it was.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+from purlin.check import check_bool, check_int
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
+from purlin.snac import limits
 from purlin.snac.bind import topology_ref
 from purlin.snac.ir import Ref, Schedule
-from purlin.snac.policy import MIN_CHUNK, Policy, codesign, traits
+from purlin.snac.policy import ALGORITHMS, MIN_CHUNK, REGIMES, Policy, codesign, traits
 from purlin.snac.tables import lookup, shipped_lookup
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
@@ -34,8 +38,9 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
         "world": W, "band": [lo, hi], ...}``, ``{"source": "generic", "why": ...}`` or
         ``{"source": "policy", "auto_filled": [fields]}``.
     """
-    if isinstance(policy, dict):
-        policy = Policy.from_dict(policy)
+    policy = _policy_arg(policy)
+    if table is not None:
+        check_table(table)
     policy = (policy or Policy()).check()
     nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
     if policy.is_auto():
@@ -68,12 +73,18 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
 
 def plan(collective: Collective, topology: Topology | str | None = None,
          policy: Policy | dict | None = None, cta_budget: int = 64,
-         check: bool = True, table=None) -> Schedule:
+         check: bool = True, table=None, *,
+         max_instructions: int | None = limits.DEFAULT_MAX_INSTRUCTIONS,
+         max_memory_nbytes: int | None = limits.DEFAULT_MAX_MEMORY_NBYTES) -> Schedule:
     """Plan ``collective`` on ``topology`` with ``policy`` and at most ``cta_budget`` CTAs
     per rank. The schedule is verified before it is returned (``check=False`` skips it).
     ``table``: a codesign table (:func:`purlin.sim.codesign.search`) or a sweep's
     best-policy table (:func:`purlin.sim.best_policy_table`), used when no ``policy`` is
     given, before the topology's shipped table (see :func:`resolve`).
+
+    A plan estimated (:mod:`purlin.snac.limits`) past ``max_instructions`` instructions
+    or ``max_memory_nbytes`` bytes is refused before it is built (LimitError); None means
+    the default limit.
 
     Examples
     --------
@@ -81,12 +92,17 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     >>> s = plan(library.all_gather(4, 64), policy=Policy(regime="throughput"))
     >>> s.world, sorted({p.role for p in s.programs})[:2]
     (4, ['consume', 'put'])
+    >>> plan(library.all_reduce(4, 1 << 50))
+    Traceback (most recent call last):
+    ...
+    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 536,873,224 instructions (~416.0 GiB to build), over the limit of 2,097,152; raise it with max_instructions= (on the command line --max-instructions) if you mean it
     """
-    if cta_budget < 1:
-        raise PlanError(f"cta_budget must be at least 1 CTA per rank, got {cta_budget}")
-    topo = _topology_for(topology, collective.world)
-    pol = resolve_policy(collective, topo, policy, cta_budget, table)
-    c = collective.validate()   # any count: pol.align is where pieces are cut, not a rule
+    check_bool("check", check, error=PlanError)
+    cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
+                           fix="it is the CTAs per rank, at least 1")
+    topo, pol, gs = _check_limits(collective, topology, policy, cta_budget, table,
+                                  max_instructions, max_memory_nbytes)
+    c = collective   # validated by check_limits; any count: pol.align is where pieces are cut
     order: tuple[int, ...] = ()
     if pol.algorithm == "ring":
         if pol.regime == "latency":
@@ -94,7 +110,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
                             "throughput regime, not 'latency'")
         order = ring_order(topo)
     else:
-        _check_reach(c, topo)
+        _check_reach(c, topo, gs)
     if pol.atom == "switch":
         if not (c.is_reduce and pol.regime == "direct"):
             raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
@@ -102,7 +118,6 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         if not any(sw.in_switch_reduce for sw in topo.switches):
             raise PlanError(f"policy.atom 'switch': topology {topo.name} has no switch with "
                             f"in_switch_reduce (NVLS)")
-    gs = df.groups(c)
     has_tail = (c.is_reduce and pol.algorithm == "two_shot" and pol.regime != "direct"
                 and any(len(g.holders) > 1 for g in gs))   # direct reductions store to all holders
     ctas = df.Ctas(c.world, pol.put_ctas, pol.consumer_ctas,
@@ -128,6 +143,109 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         from purlin.snac.verify import verify
         verify(sched)
     return sched
+
+
+def check_limits(collective: Collective, topology: Topology | str | None = None,
+                 policy: Policy | dict | None = None, cta_budget: int = 64, table=None, *,
+                 max_instructions: int | None = limits.DEFAULT_MAX_INSTRUCTIONS,
+                 max_memory_nbytes: int | None = limits.DEFAULT_MAX_MEMORY_NBYTES) -> tuple[Topology, Policy]:
+    """Everything :func:`plan` checks before it builds: the spec, the topology, the policy
+    and the estimated size of the plan against the limits (LimitError past them). Returns
+    the topology and the resolved policy. Cheap, so a sweep or ``purlin sim`` can check
+    every point before running the first.
+
+    Examples
+    --------
+    >>> from purlin.spec import library
+    >>> topo, pol = check_limits(library.all_reduce(4, 1 << 20))
+    >>> topo.world, pol.regime
+    (4, 'direct')
+    """
+    return _check_limits(collective, topology, policy, cta_budget, table, max_instructions,
+                         max_memory_nbytes)[:2]
+
+
+def _check_limits(collective: Any, topology: Any, policy: Any, cta_budget: Any, table: Any,
+                  max_instructions: Any, max_memory_nbytes: Any
+                  ) -> tuple[Topology, Policy, list[df.Group]]:
+    """:func:`check_limits`, also returning the spec's dataflow groups (found once, for the
+    estimates and the builders alike: at rack scale each pass costs seconds)."""
+    if not isinstance(collective, Collective):
+        hint = (" (build one: purlin.library.from_size(name, world, nbytes))"
+                if isinstance(collective, str) else "")
+        raise PlanError(f"collective {collective!r:.60}: expected a Collective{hint}, got "
+                        f"{type(collective).__name__}")
+    cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
+                           fix="it is the CTAs per rank, at least 1")
+    max_instructions = limits.DEFAULT_MAX_INSTRUCTIONS if max_instructions is None else \
+        check_int("max_instructions", max_instructions, lo=1, error=PlanError)
+    max_memory_nbytes = limits.DEFAULT_MAX_MEMORY_NBYTES if max_memory_nbytes is None else \
+        check_int("max_memory_nbytes", max_memory_nbytes, lo=1, error=PlanError)
+    policy = _policy_arg(policy)
+    collective.validate()   # the shape first: worlds, names, sizes (any element count)
+    what = f"{collective.name} at world {collective.world}, {_nbytes(collective)} B"
+    gs = df.groups(collective)
+    limits.check_plan_size(limits.lower_bound(collective, groups=gs), max_instructions,
+                           max_memory_nbytes, what)
+    topo = _topology_for(topology, collective.world)
+    pol = resolve_policy(collective, topo, policy, cta_budget, table)
+    limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback,
+                                           groups=gs), max_instructions, max_memory_nbytes, what)
+    return topo, pol, gs
+
+
+def _nbytes(c: Collective) -> int:
+    return max((max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world)), default=0)
+
+
+def _policy_arg(policy: Any) -> Policy | None:
+    """A Policy from what the caller passed (a Policy, a dict of fields, or None)."""
+    if policy is None or isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_dict(policy)
+    hint = ""
+    if isinstance(policy, str):
+        field = "regime" if policy in REGIMES else "algorithm" if policy in ALGORITHMS else None
+        hint = f"; did you mean Policy({field}={policy!r})?" if field else ""
+    raise PlanError(f"policy {policy!r:.60}: expected a Policy, a dict of its fields or None, "
+                    f"got {type(policy).__name__}{hint}")
+
+
+def check_table(table: Any, where: str = "policy table") -> None:
+    """Raise PlanError unless ``table`` is a best-policy table (or a list of them) as
+    :func:`purlin.sim.best_policy_table` writes: ``{"topology", "collective", "bands":
+    [{"max_nbytes": int, "policy": {...}}, ...]}``; every band's policy must be valid."""
+    if isinstance(table, Mapping) and "worlds" in table and "planner" in table:
+        return   # a codesign table (topologies/codesign/*.json): purlin.snac.tables reads it
+    tables = [table] if isinstance(table, Mapping) else table
+    if isinstance(tables, (str, bytes)) or not isinstance(tables, (list, tuple)):
+        raise PlanError(f"{where}: expected a table (a mapping) or a list of them, got "
+                        f"{type(table).__name__}")
+    for i, t in enumerate(tables):
+        at = where if isinstance(table, Mapping) else f"{where}[{i}]"
+        if not isinstance(t, Mapping):
+            raise PlanError(f"{at}: expected a mapping with collective, topology and bands, "
+                            f"got {type(t).__name__}")
+        for key in ("collective", "bands"):
+            if key not in t:
+                raise PlanError(f"{at}: missing field {key!r} (a table has collective, "
+                                f"topology and bands; write it with best_policy_table)")
+        if not isinstance(t["collective"], str):
+            raise PlanError(f"{at}.collective: must be a string, got {t['collective']!r:.40}")
+        if t.get("topology") is not None and not isinstance(t["topology"], str):
+            raise PlanError(f"{at}.topology: must be a string or null, got {t['topology']!r:.40}")
+        if not isinstance(t["bands"], list):
+            raise PlanError(f"{at}.bands: must be a list, got {type(t['bands']).__name__}")
+        for j, band in enumerate(t["bands"]):
+            b = f"{at}.bands[{j}]"
+            if not isinstance(band, Mapping) or "max_nbytes" not in band or "policy" not in band:
+                raise PlanError(f"{b}: expected {{max_nbytes, policy}}, got {band!r:.60}")
+            check_int(f"{b}.max_nbytes", band["max_nbytes"], lo=0, error=PlanError)
+            try:
+                Policy.from_dict(band["policy"])
+            except PlanError as e:
+                raise PlanError(f"{b}.policy: {e}") from None
 
 
 def _topology_for(topology: Topology | str | None, world: int) -> Topology:
@@ -168,9 +286,9 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
     return out, max(size.values())
 
 
-def _check_reach(c: Collective, topo: Topology) -> None:
+def _check_reach(c: Collective, topo: Topology, gs: list[df.Group]) -> None:
     """One-hop algorithms need every pair that exchanges data to reach each other."""
-    for g in df.groups(c):
+    for g in gs:
         for s in g.sources:
             for h in g.holders:
                 if s.rank != h.rank and not is_direct(topo, s.rank, h.rank):

@@ -66,21 +66,44 @@ class Policy:
     fence: str = "rank"
     push_nbytes: int | None = None
 
+    def __new__(cls, *args: Any, **fields: Any) -> "Policy":
+        """Refuse a field the dataclass does not have with a PlanError (not a TypeError),
+        and the retired ``deterministic`` with what replaced it."""
+        if fields:
+            _known_fields(fields)
+        if len(args) > len(cls.__dataclass_fields__):
+            raise PlanError(f"Policy takes at most {len(cls.__dataclass_fields__)} fields, "
+                            f"got {len(args)} positional values")
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        self.check()
+
     def check(self) -> "Policy":
-        """The policy itself if every field is valid; PlanError naming the field otherwise."""
-        if self.regime not in REGIMES + ("auto",):
-            raise PlanError(f"policy.regime {self.regime!r}: choose one of {', '.join(REGIMES)} or auto")
-        if self.algorithm not in ALGORITHMS + ("auto",):
-            raise PlanError(f"policy.algorithm {self.algorithm!r}: choose one of "
-                            f"{', '.join(ALGORITHMS)} or auto")
-        if self.atom not in ATOMS:
-            raise PlanError(f"policy.atom {self.atom!r}: choose one of {', '.join(ATOMS)}")
-        if self.fence not in FENCES:
+        """Return self if every field has the right type and range; else PlanError naming
+        the field, the value and the rule."""
+        for name, choices in (("regime", REGIMES), ("algorithm", ALGORITHMS), ("atom", ATOMS)):
+            v = getattr(self, name)
+            extra = ("auto",) if name != "atom" else ()
+            if not isinstance(v, str) or v not in choices + extra:
+                raise PlanError(f"policy.{name} {v!r}: choose one of {', '.join(choices + extra)}")
+        for name, (lo, hi) in _INT_RANGES.items():
+            v = getattr(self, name)
+            if v is None and name in _OPTIONAL:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise PlanError(f"policy.{name} {v!r}: must be an integer"
+                                + (" or None (chosen by size)" if name in _OPTIONAL else "")
+                                + f", got {type(v).__name__}")
+            if v < lo:
+                raise PlanError(f"policy.{name} must be >= {lo}, got {v}")
+            if v > hi:
+                raise PlanError(f"policy.{name} {v}: must be <= {hi:,} (a sanity bound)")
+        if not isinstance(self.fence, str) or self.fence not in FENCES:
             raise PlanError(f"policy.fence {self.fence!r}: choose one of {', '.join(FENCES)}")
-        for name in ("chunk_nbytes", "put_ctas", "consumer_ctas", "staging_nbytes", "align",
-                     "push_nbytes"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise PlanError(f"policy.{name} must be >= 1, got {getattr(self, name)}")
+        if self.align & (self.align - 1):
+            raise PlanError(f"policy.align {self.align}: must be a power of two (the Atom's "
+                            f"vector width in bytes: 16, or 32 on Blackwell)")
         if self.chunk_nbytes is None:
             return self
         if self.chunk_nbytes % self.align:
@@ -110,22 +133,38 @@ class Policy:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Policy":
         """The checked Policy ``d`` describes; PlanError naming an unknown or bad field."""
-        known = set(Policy.__dataclass_fields__)
+        if not isinstance(d, Mapping):
+            raise PlanError(f"policy {d!r:.60}: expected a mapping of field -> value, got "
+                            f"{type(d).__name__}")
         d = dict(d)
-        if "deterministic" in d:   # retired: every plan but a ring reduces in rank order
-            if d.pop("deterministic") is not True:
-                raise PlanError("policy.deterministic was removed: every reduction reads its "
-                                "sources in rank order (a ring reduces along the ring; see "
-                                "Schedule.reduction); drop the field")
-        unknown = set(d) - known
-        if unknown:
-            raise PlanError(f"policy: unknown field(s) {', '.join(sorted(unknown))}; "
-                            f"known: {', '.join(sorted(known))}")
-        return Policy(**dict(d)).check()
+        if d.get("deterministic", False) is True:   # retired: every plan but a ring reduces in rank order
+            d.pop("deterministic")
+        return Policy(**d).check()
 
     def with_(self, **changes: Any) -> "Policy":
         """A checked copy with ``changes`` applied."""
         return replace(self, **changes).check()
+
+
+ATOMS = ("sm", "tma", "ce", "switch")
+_OPTIONAL = ("chunk_nbytes", "put_ctas", "consumer_ctas", "push_nbytes")
+_INT_RANGES = {"chunk_nbytes": (1, 1 << 40), "put_ctas": (1, 1 << 16),
+               "consumer_ctas": (1, 1 << 16), "staging_nbytes": (1, 1 << 44), "align": (1, 4096),
+               "push_nbytes": (1, 1 << 40)}
+"""Sanity bounds on the integer fields: no GPU has 65536 CTAs per rank or 16 TiB of
+staging; a value past them is a typo, not a plan."""
+
+
+def _known_fields(fields: Mapping[str, Any]) -> None:
+    known = set(Policy.__dataclass_fields__)
+    if "deterministic" in fields:
+        raise PlanError("policy.deterministic was removed: every reduction reads its "
+                        "sources in rank order (a ring reduces along the ring; see "
+                        "Schedule.reduction); drop the field")
+    unknown = set(fields) - known
+    if unknown:
+        raise PlanError(f"policy: unknown field(s) {', '.join(sorted(map(str, unknown)))}; "
+                        f"known: {', '.join(sorted(known))}")
 
 
 def from_table(tables, collective: str, topology: str, nbytes: int) -> Policy | None:

@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from purlin.errors import PurlinError, ScheduleError
-from purlin.snac.ir import (INSTRUCTIONS, SCHEMA_VERSION, Copy, Notify, Program, PutPackets,
-                            Reduce, Ref, Schedule, TopologyRef, Wait, WaitPackets)
+from purlin.snac.ir import (ATOMS, BUFFERS, INSTRUCTIONS, REDUCTIONS, SCHEMA_VERSION, Copy, Notify,
+                            Program, PutPackets, Reduce, Ref, Schedule, TopologyRef, Wait,
+                            WaitPackets)
 from purlin.spec.collective import Collective
 from purlin.spec.layout import Layout
 
@@ -35,19 +36,61 @@ def instr_to_dict(ins) -> dict:
     return d
 
 
-def instr_from_dict(d: dict):
-    """The instruction :func:`instr_to_dict` gave; ScheduleError for an unknown name."""
-    cls = _BY_NAME.get(d.get("instr"))
+MAX_NBYTES = 1 << 44
+"""Largest byte count or offset a serialized schedule may hold (16 TiB: past any GPU's
+memory)."""
+_INT_FIELDS = {"nbytes": (1, MAX_NBYTES), "peer": (0, 1 << 24), "signal": (0, 1 << 24),
+               "value": (1, 1 << 62)}
+
+
+def _int(at: str, v, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ScheduleError(f"schedule {at}: must be an integer, got {type(v).__name__} {v!r:.40}")
+    if not lo <= v <= hi:
+        raise ScheduleError(f"schedule {at}: must be in {lo}..{hi:,}, got {v:,}")
+    return v
+
+
+def _ref_from(v, at: str, world: int) -> Ref:
+    if not isinstance(v, list) or len(v) != 3:
+        raise ScheduleError(f"schedule {at}: a buffer address is [rank, buffer, offset], got {v!r:.60}")
+    if v[1] not in BUFFERS:
+        raise ScheduleError(f"schedule {at}: buffer {v[1]!r:.40} is not one of {', '.join(BUFFERS)}")
+    return Ref(_int(f"{at}[0] (rank)", v[0], 0, max(world - 1, 0)), v[1],
+               _int(f"{at}[2] (offset)", v[2], 0, MAX_NBYTES))
+
+
+def instr_from_dict(d: dict, at: str = "instr", world: int = 1 << 24):
+    """The instruction ``d`` describes; ScheduleError naming ``at`` and the field when a
+    field is missing, unknown, of the wrong type or out of range."""
+    if not isinstance(d, dict):
+        raise ScheduleError(f"schedule {at}: an instruction is an object, got {type(d).__name__}")
+    name = d.get("instr")
+    cls = _BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ScheduleError(f"unknown instruction {d.get('instr')!r}; known: {', '.join(_BY_NAME)}")
+        raise ScheduleError(f"unknown instruction {name!r:.40}; known: {', '.join(_BY_NAME)}")
+    extra = set(d) - set(cls.__slots__) - {"instr"}
+    if extra:
+        raise ScheduleError(f"schedule {at}: {name} has no field(s) {', '.join(sorted(map(str, extra)))}")
     kw = {}
-    for name in cls.__slots__:
-        v = d[name]
-        if name in ("src", "dst"):
-            v = Ref(*v)
-        elif name in ("srcs", "dsts"):
-            v = tuple(Ref(*x) for x in v)
-        kw[name] = v
+    for field in cls.__slots__:
+        if field not in d:
+            raise ScheduleError(f"schedule {at}: {name} is missing field {field!r}")
+        v, here = d[field], f"{at}.{field}"
+        if field in ("src", "dst"):
+            v = _ref_from(v, here, world)
+        elif field in ("srcs", "dsts"):
+            if not isinstance(v, list) or not v or len(v) > (1 << 20):
+                raise ScheduleError(f"schedule {here}: must be a non-empty list of buffer addresses")
+            v = tuple(_ref_from(x, f"{here}[{j}]", world) for j, x in enumerate(v))
+        elif field in _INT_FIELDS:
+            v = _int(here, v, *_INT_FIELDS[field])
+        elif field == "atom":
+            if v not in ATOMS:
+                raise ScheduleError(f"schedule {here}: {v!r:.40} is not one of {', '.join(ATOMS)}")
+        elif not isinstance(v, str):   # dtype, op: checked against the spec by the verifier
+            raise ScheduleError(f"schedule {here}: must be a string, got {type(v).__name__}")
+        kw[field] = v
     return cls(**kw)
 
 
@@ -59,7 +102,12 @@ def collective_to_dict(c: Collective) -> dict:
 
 
 def collective_from_dict(d: dict) -> Collective:
-    """The Collective :func:`collective_to_dict` gave."""
+    """The Collective :func:`collective_to_dict` gave; ScheduleError for a malformed one."""
+    if not isinstance(d, dict):
+        raise ScheduleError(f"schedule collective: expected an object, got {type(d).__name__}")
+    for key in ("name", "op", "dtype"):
+        if not isinstance(d.get(key), str):
+            raise ScheduleError(f"schedule collective.{key}: must be a string, got {d.get(key)!r:.40}")
     return Collective(d["name"], Layout.of(d["input"]), Layout.of(d["output"]), d["op"], d["dtype"])
 
 
@@ -108,17 +156,40 @@ def from_dict(d: dict) -> Schedule:
         raise ScheduleError(f"schedule schema_version {version!r} is not supported "
                             f"(this Purlin reads version {SCHEMA_VERSION}; plan it again)")
     try:
-        progs = tuple(Program(p["rank"], p["cta"], p["role"],
-                              tuple(instr_from_dict(i) for i in p["instrs"])) for p in d["programs"])
-        s = Schedule(collective_from_dict(d["collective"]), progs, d["staging_nbytes"],
-                     d["packets_nbytes"], d["num_signals"], d["epoch_stride"],
-                     topology=_topology_from_dict(d["topology"]), reduction=d["reduction"],
-                     policy=d.get("policy", {}), schema_version=version)
+        c = collective_from_dict(d["collective"])
+        c.validate(c.dtype.itemsize)
+        world = c.world
+        for key, (lo, hi) in (("staging_nbytes", (0, MAX_NBYTES)), ("packets_nbytes", (0, MAX_NBYTES)),
+                              ("num_signals", (1, 1 << 24)), ("epoch_stride", (1, 1 << 62))):
+            _int(key, d[key], lo, hi)
+        if d["reduction"] not in REDUCTIONS:
+            raise ScheduleError(f"schedule reduction {d['reduction']!r:.40}: must be one of "
+                                f"{', '.join(REDUCTIONS)}")
+        if not isinstance(d.get("policy", {}), dict):
+            raise ScheduleError("schedule policy: must be an object (report only)")
+        if not isinstance(d["programs"], list):
+            raise ScheduleError(f"schedule programs: must be a list, got {type(d['programs']).__name__}")
+        progs = []
+        for k, p in enumerate(d["programs"]):
+            at = f"programs[{k}]"
+            if not isinstance(p, dict) or set(p) != {"rank", "cta", "role", "instrs"}:
+                raise ScheduleError(f"schedule {at}: expected an object with rank, cta, role, instrs")
+            if not isinstance(p["role"], str) or not isinstance(p["instrs"], list):
+                raise ScheduleError(f"schedule {at}: role is a string and instrs a list")
+            progs.append(Program(_int(f"{at}.rank", p["rank"], 0, world - 1),
+                                 _int(f"{at}.cta", p["cta"], 0, 1 << 16), p["role"],
+                                 tuple(instr_from_dict(i, f"{at}.instrs[{j}]", world)
+                                       for j, i in enumerate(p["instrs"]))))
+        s = Schedule(c, tuple(progs), d["staging_nbytes"], d["packets_nbytes"], d["num_signals"],
+                     d["epoch_stride"], topology=_topology_from_dict(d["topology"]),
+                     reduction=d["reduction"], policy=d.get("policy", {}), schema_version=version)
     except KeyError as e:
         raise ScheduleError(f"schedule: missing field {e}") from None
-    except PurlinError:
-        raise
-    except (TypeError, ValueError, AttributeError, IndexError) as e:
+    except PurlinError as e:
+        if isinstance(e, ScheduleError):
+            raise
+        raise ScheduleError(f"schedule: {e}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
         raise ScheduleError(f"schedule: malformed field ({type(e).__name__}: {e})") from None
     return s
 
@@ -130,9 +201,16 @@ def to_json(s: Schedule, indent: int | None = None) -> str:
 
 def from_json(text: str) -> Schedule:
     """The Schedule in ``text`` (from :func:`to_json`); ScheduleError if it is not one."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ScheduleError(f"schedule: not UTF-8 JSON text (byte {e.start})") from None
+    if not isinstance(text, str):
+        raise ScheduleError(f"schedule: expected JSON text, got {type(text).__name__}")
     try:
         data = json.loads(text)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RecursionError) as e:
         raise ScheduleError(f"schedule: not JSON ({e})") from None
     return from_dict(data)
 

@@ -49,6 +49,8 @@ def verify(s: Schedule) -> Schedule:
     >>> verify(plan(library.all_gather(2, 16), check=False)).world
     2
     """
+    if not isinstance(s, Schedule):
+        raise ScheduleError(f"verify: expected a Schedule, got {type(s).__name__}")
     ok, acc = scan(s)
     if not ok:
         _static(s)   # names the first broken rule (or finds none: then on to the walk)
@@ -60,6 +62,34 @@ def verify(s: Schedule) -> Schedule:
             _Dynamic(s, tracked, defer_outputs=False).run()
         except Untracked:
             _Dynamic(s, set(range(len(s.programs))), defer_outputs=False).run()
+    return s
+
+
+def check_bounds(s: Schedule) -> Schedule:
+    """Every program's rank and every address of every instruction in bounds (a linear
+    pass): what an executor checks before it touches memory at a schedule's word. The
+    protocol (signals, values, ordering) is :func:`verify`'s."""
+    if not isinstance(s, Schedule):
+        raise ScheduleError(f"schedule {s!r:.60}: expected a Schedule (from purlin.plan or "
+                            f"purlin.snac.serialize.from_json), got {type(s).__name__}")
+    for k, prog in enumerate(s.programs):
+        if not 0 <= prog.rank < s.world:
+            raise ScheduleError(f"program for rank {prog.rank} in a world of {s.world}")
+        for i, ins in enumerate(prog.instrs):
+            t = type(ins)
+            if t in (Copy, Reduce, PutPackets, WaitPackets):
+                refs = sources(ins) + (ins.dsts if t in (Copy, Reduce)
+                                       else (ins.dst,) if t is PutPackets else ())
+                at = _where(s, k, i)
+                if isinstance(ins.nbytes, bool) or not isinstance(ins.nbytes, int) or ins.nbytes < 0:
+                    raise ScheduleError(f"{at}: {t.__name__} nbytes {ins.nbytes!r}: must be an "
+                                        f"integer >= 0")
+                for r in refs:
+                    if not isinstance(r, Ref) or not isinstance(r.offset, int) or \
+                            not isinstance(r.rank, int):
+                        raise ScheduleError(f"{at}: {t.__name__} address {r!r}: expected a Ref "
+                                            f"of integer rank and offset")
+                    _bounds(s, at, t.__name__, r, ins.nbytes)
     return s
 
 

@@ -16,6 +16,23 @@ OPS = ("copy",) + REDUCE_OPS
 _OP_ALIASES = {"sum": "add", "prod": "mul", "reduce": "add", "gather": "copy"}
 
 
+def normalize_op(op: str) -> str:
+    """The op's canonical name: ``sum`` -> ``add``, ``reduce(max)`` -> ``max``, ``gather``
+    -> ``copy`` (an unknown name is kept, and :func:`validate` names it).
+
+    Examples
+    --------
+    >>> normalize_op("SUM"), normalize_op("reduce(max)")
+    ('add', 'max')
+    """
+    if not isinstance(op, str):
+        raise SpecError(f"op {op!r}: must be a string, one of {', '.join(OPS)}")
+    op = op.lower()
+    if op.startswith("reduce(") and op.endswith(")"):
+        op = op[7:-1]
+    return _OP_ALIASES.get(op, op)
+
+
 @dataclass(frozen=True)
 class Collective:
     """What a collective means. ``op`` is ``copy`` or a reduction (add, max, min, mul).
@@ -35,10 +52,14 @@ class Collective:
     dtype: DType | str = "fp32"
 
     def __post_init__(self) -> None:
-        op = str(self.op).lower()
-        if op.startswith("reduce(") and op.endswith(")"):
-            op = op[7:-1]
-        object.__setattr__(self, "op", _OP_ALIASES.get(op, op))
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"Collective name {self.name!r}: must be a non-empty string")
+        for side in ("input", "output"):
+            if not isinstance(getattr(self, side), Layout):
+                raise SpecError(f"{self.name}: {side} {getattr(self, side)!r:.60}: expected a "
+                                f"Layout (build one with Layout.of, packed, scattered or "
+                                f"transposed), got {type(getattr(self, side)).__name__}")
+        object.__setattr__(self, "op", normalize_op(self.op))
         object.__setattr__(self, "dtype", _dtype(self.dtype))
 
     @property
@@ -103,6 +124,8 @@ def validate(c: Collective, align: int | None = None) -> None:
                                     f"aligned to {align} B (rule: the Atom moves {align}-byte "
                                     f"vectors)")
     sources = c.sources()
+    # one size per name when its sources agree (checked once per name, not per holder)
+    uniform = {k: v[0].nbytes for k, v in sources.items() if all(s.nbytes == v[0].nbytes for s in v)}
     for q in range(c.world):
         for p in c.output.placed(q):
             where = f"{c.name}: output rank {q}, block {p.name!r}"
@@ -114,6 +137,8 @@ def validate(c: Collective, align: int | None = None) -> None:
                 ranks = ", ".join(str(s.rank) for s in srcs)
                 raise SpecError(f"{where}: copy block has {len(srcs)} sources (ranks {ranks}) "
                                 f"(rule: a copy output has exactly one source)")
+            if uniform.get(p.name) == p.nbytes:
+                continue
             for s in srcs:
                 if s.nbytes != p.nbytes:
                     raise SpecError(f"{where}: size {p.nbytes} B disagrees with input rank "

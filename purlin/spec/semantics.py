@@ -24,7 +24,8 @@ def reduce_arrays(parts: Sequence[np.ndarray], dt: DType, op: str) -> np.ndarray
 
 
 def evaluate(c: Collective, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Outputs of ``c`` for ``inputs`` (one array per rank, any dtype, its bytes used).
+    """Outputs of ``c`` for ``inputs`` (one array per rank, of the collective's dtype or raw
+    uint8 bytes).
 
     Returns one uint8 array per rank. Reductions run in rank order.
 
@@ -36,10 +37,22 @@ def evaluate(c: Collective, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     >>> out[1].view(np.int32).tolist()
     [11, 22]
     """
+    if not isinstance(c, Collective):
+        raise SpecError(f"evaluate: expected a Collective, got {type(c).__name__}")
+    if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
+        raise SpecError(f"{c.name}: inputs: expected a list of {c.world} numpy arrays, got "
+                        f"{type(inputs).__name__}")
     if len(inputs) != c.world:
         raise SpecError(f"{c.name}: {len(inputs)} input buffers given for a world of {c.world}")
     raw = []
+    dt0: DType = c.dtype  # type: ignore[assignment]
     for r, x in enumerate(inputs):
+        if not isinstance(x, np.ndarray):
+            raise SpecError(f"{c.name}: input of rank {r}: expected a numpy array, got "
+                            f"{type(x).__name__}")
+        if x.dtype != np.uint8 and x.dtype != np.dtype(dt0.numpy):
+            raise SpecError(f"{c.name}: input of rank {r}: dtype {x.dtype} does not match the "
+                            f"collective's {dt0.name} (pass {np.dtype(dt0.numpy)} or raw uint8 bytes)")
         b = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
         if b.size != c.input.nbytes(r):
             raise SpecError(f"{c.name}: input of rank {r} has {b.size} B, layout needs "

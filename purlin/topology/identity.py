@@ -72,6 +72,9 @@ def from_dict(d: Mapping[str, Any], where: str = "topology") -> Topology:
     if missing:
         raise TopologyError(f"{where}: missing field(s) {', '.join(missing)}")
 
+    if not isinstance(d["loopback"], bool):
+        raise TopologyError(f"{where}: loopback: must be true or false, got {d['loopback']!r:.40}")
+
     def parts(key: str, cls: type, names: tuple[str, ...]) -> tuple:
         rows = d[key]
         if not isinstance(rows, list):
@@ -93,8 +96,8 @@ def from_dict(d: Mapping[str, Any], where: str = "topology") -> Topology:
                         loopback=bool(d["loopback"]), description=str(d.get("description", "")))
     except TopologyError as e:
         raise TopologyError(f"{where}: {e}") from None
-    except (TypeError, ValueError) as e:
-        raise TopologyError(f"{where}: malformed topology data ({e})") from None
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
+        raise TopologyError(f"{where}: malformed topology data ({type(e).__name__}: {e})") from None
 
 
 def digest(t: Topology) -> str:
@@ -169,6 +172,8 @@ def resolve_topology(topology: Topology | str | Path | None, world: int | None =
     >>> resolve_topology("h200-loopback", 4).world, resolve_topology(None, 3).name
     (4, 'minimal-3')
     """
+    if world is not None and (isinstance(world, bool) or not isinstance(world, int) or world < 1):
+        raise TopologyError(f"world {world!r}: must be an integer >= 1 (a rank count)")
     if topology is None:
         if world is None:
             raise TopologyError("no topology and no world given: pass topology= (a name from "

@@ -9,6 +9,7 @@ folder (a source checkout or an editable install), so both find the same files.
 from __future__ import annotations
 
 import importlib.resources
+import numbers
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 DATA_PACKAGE = "purlin.data.topologies"
+MAX_FILE_NBYTES = 16 << 20
+"""A topology file is a page of YAML; anything past 16 MiB is not one."""
 _REPO_DATA = Path(__file__).resolve().parents[2] / "topologies"
 
 
@@ -104,8 +107,12 @@ def _first_gpus(data: object, gpus: int, where: str) -> tuple[dict, str]:
     if not isinstance(data, dict) or isinstance(data.get("gpus"), bool) or not isinstance(data.get("gpus"), int):
         raise TopologyError(f"{where}: gpus: the file has no GPU count to cut")
     total = data["gpus"]
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= total:
-        raise TopologyError(f"{where}: gpus={gpus!r}: must be an int from 1 to the file's {total} GPUs")
+    if isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral) or not 1 <= gpus <= total:
+        hint = ("; a loopback file runs all its ranks on one GPU: give world= for the rank count"
+                if data.get("loopback") is True else "")
+        raise TopologyError(f"{where}: gpus={gpus!r}: must be an int from 1 to the file's {total} "
+                            f"GPU{'s' if total != 1 else ''}{hint}")
+    gpus = int(gpus)
     if any(isinstance(group, dict) and "pairs" in group for group in data.get("links") or ()):
         raise TopologyError(f"{where}: gpus={gpus}: links listed as pairs cannot be cut to fewer GPUs "
                             "(write a file for the smaller system)")
@@ -117,14 +124,40 @@ def _first_gpus(data: object, gpus: int, where: str) -> tuple[dict, str]:
     return {**data, "gpus": gpus, "name": cut}, f"{where} with {gpus} GPUs"
 
 
+def _decode(data: bytes, where: str) -> str:
+    """The file's text; a binary or non-UTF-8 file is a TopologyError, not a traceback."""
+    if b"\0" in data:
+        raise TopologyError(f"{where}: is a binary file, not YAML text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TopologyError(f"{where}: is not UTF-8 text (byte {e.start}: "
+                            f"{data[e.start:e.start + 1]!r}); save it as UTF-8 YAML") from None
+
+
 def _read(name_or_path: str | Path) -> tuple[str, str]:
     """(file text, name for messages): the file name for shipped ones, else the path."""
+    if not isinstance(name_or_path, (str, Path)):
+        raise TopologyError(f"topology {name_or_path!r:.60}: expected a shipped name or a path, "
+                            f"got {type(name_or_path).__name__}")
     raw = str(name_or_path)
+    if not raw.strip():
+        raise TopologyError("topology '': empty name; shipped: " + ", ".join(list_topologies()))
     if isinstance(name_or_path, Path) or raw.endswith((".yaml", ".yml")) or "/" in raw or "\\" in raw:
         path = Path(name_or_path)
+        if path.is_dir():
+            raise TopologyError(f"{raw}: is a folder, not a topology file")
         if not path.is_file():
             raise TopologyError(f"{raw}: no such topology file")
-        return path.read_text(encoding="utf-8"), raw
+        try:
+            size = path.stat().st_size
+            if size > MAX_FILE_NBYTES:
+                raise TopologyError(f"{raw}: {size:,} B is too large for a topology file (at most "
+                                    f"{MAX_FILE_NBYTES:,} B); is it the right file?")
+            data = path.read_bytes()
+        except OSError as e:
+            raise TopologyError(f"{raw}: cannot read it ({e.strerror or e})") from None
+        return _decode(data, raw), raw
     entry = data_root().joinpath(f"{raw}.yaml")
     if not entry.is_file():
         raise TopologyError(
@@ -141,6 +174,12 @@ def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = F
     seen = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a name, got a {type(key).__name__}", key_node.start_mark
+            ) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -155,6 +194,10 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 def _yaml(text: str, where: str) -> object:
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except RecursionError:
+        raise TopologyError(f"{where}: not valid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as err:   # e.g. a date like 2024-13-45
+        raise TopologyError(f"{where}: not valid YAML: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f"line {mark.line + 1}: " if mark is not None else ""

@@ -24,6 +24,16 @@ from purlin.errors import TopologyError
 _SWITCH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _GPU_NAME = re.compile(r"gpu[0-9]+")
 
+RANGES = {
+    "hbm_bandwidth_gbps": (1e-6, 1e9), "nvlink_per_sm_gbps": (1e-6, 1e9),
+    "bandwidth_gbps": (1e-6, 1e9), "line_bandwidth_gbps": (1e-6, 1e9),
+    "memory_gib": (1e-6, 1e6), "latency_us": (0.0, 1e6),
+    "sms": (1, 100_000), "copy_engines": (0, 10_000), "ports": (1, 1_000_000),
+}
+"""Sane range of every number of a topology, by field: bandwidths from 1 KB/s to 1 EB/s,
+latencies up to a second, memory up to an exbibyte. A value outside is a typo or a unit
+slip (bits for bytes), and past them the simulator's arithmetic loses meaning."""
+
 LINK_CLASSES = ("nvlink", "xgmi", "pcie", "hbm")
 """Allowed ``link_class`` values; ``"hbm"`` is what :func:`link_class` reports for
 two ranks on the same GPU, and may also name an on-package die-to-die link."""
@@ -205,11 +215,15 @@ def check_structure(
     GPU can reach every other GPU. ``where`` prefixes each message. The YAML parser
     runs it too, so a file's reachability error names the file.
     """
+    if isinstance(world, bool) or not isinstance(world, int):
+        raise TopologyError(f"{where}: world {world!r}: must be an integer >= 1")
     if loopback:
         if len(gpus) != 1:
             raise TopologyError(f"{where}: gpus: a loopback topology has exactly 1 GPU, got {len(gpus)}")
         if world < 1:
             raise TopologyError(f"{where}: ranks: must be >= 1, got {world}")
+    elif world < 1:
+        raise TopologyError(f"{where}: world {world!r}: must be an integer >= 1")
     elif world != len(gpus):
         raise TopologyError(f"{where}: world {world} must equal the number of GPUs {len(gpus)}")
     for i, gpu in enumerate(gpus):
@@ -259,22 +273,47 @@ def _check_numbers(
     positive = [(g.name, f, getattr(g, f)) for g in gpus for f in gpu_fields]
     positive += [(link.id, "bandwidth_gbps", link.bandwidth_gbps) for link in links]
     positive += [(sw.name, "ports", sw.ports) for sw in switches]
+    positive += [(link.id, "line_bandwidth_gbps", link.line_bandwidth_gbps) for link in links
+                 if link.line_bandwidth_gbps is not None]
     for owner, name, value in positive:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TopologyError(f"{where}: {owner}.{name}: must be a number, got {value!r}")
         if not value > 0:
             raise TopologyError(f"{where}: {owner}.{name}: must be > 0, got {value!r}")
     non_negative = [(g.name, "copy_engines", g.copy_engines) for g in gpus]
     non_negative += [(link.id, "latency_us", link.latency_us) for link in links]
     non_negative += [(sw.name, "latency_us", sw.latency_us) for sw in switches]
     for owner, name, value in non_negative:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TopologyError(f"{where}: {owner}.{name}: must be a number, got {value!r}")
         if not value >= 0:
             raise TopologyError(f"{where}: {owner}.{name}: must be >= 0, got {value!r}")
+    for owner, name, value in positive + non_negative:
+        if name in ("sms", "copy_engines", "ports") and not isinstance(value, int):
+            raise TopologyError(f"{where}: {owner}.{name}: must be an integer, got {value!r}")
+        lo, hi = RANGES[name]
+        if not lo <= value <= hi:
+            raise TopologyError(f"{where}: {owner}.{name}: must be in [{lo:g}, {hi:g}] (a sanity "
+                                f"bound on the unit in its name), got {value!r}")
+    for sw in switches:
+        if not isinstance(sw.in_switch_reduce, bool):
+            raise TopologyError(f"{where}: {sw.name}.in_switch_reduce: must be True or False, "
+                                f"got {sw.in_switch_reduce!r}")
 
 
 def _check_reach(where: str, gpus: tuple[Gpu, ...], pairs: set[tuple[str, str]]) -> None:
-    """Every GPU must reach every other GPU over directed links."""
+    """Every GPU must reach every other GPU over directed links. Linear time when they do
+    (all reach gpu0 and gpu0 reaches all); the pairwise search that names the first pair
+    that fails runs only when one does."""
     g = nx.DiGraph(list(pairs))
     g.add_nodes_from(gpu.name for gpu in gpus)
     names = [gpu.name for gpu in gpus]
+    if len(names) < 2:
+        return
+    first = names[0]
+    ahead, behind = nx.descendants(g, first), nx.ancestors(g, first)
+    if all(n in ahead and n in behind for n in names[1:]):
+        return
     for src in names:
         reached = nx.descendants(g, src)
         for dst in names:

@@ -38,9 +38,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from purlin.errors import TopologyError
-from purlin.topology.model import LINK_CLASSES, Gpu, Link, Switch, Topology, check_structure
+from purlin.topology.model import (LINK_CLASSES, RANGES, Gpu, Link, Switch, Topology,
+                                   check_structure)
 
 SCHEMA_VERSION = 1
+
+MAX_GPUS = 1 << 16
+"""Most GPUs a file may describe (the largest announced scale-up domain has 576)."""
+MAX_LINKS = 1 << 20
+"""Most bidirectional links a file may describe (``all_pairs`` over n GPUs makes
+n(n-1)/2): past this the graph alone takes gigabytes."""
 
 _TOP_REQUIRED = ("name", "source", "gpu_kind", "gpus", "gpu")
 _TOP_OPTIONAL = ("schema_version", "description", "loopback", "ranks", "switches", "links")
@@ -99,7 +106,7 @@ def parse_topology(data: Mapping[str, Any], where: str = "<dict>", world: int | 
     if not _GPU_KIND.fullmatch(kind):
         raise TopologyError(f"{where}: gpu_kind: must match [a-z0-9_-]+, got {kind!r}")
     loopback = p.boolean(top, "", "loopback", default=False)
-    count = p.integer(top, "", "gpus", low=1)
+    count = p.integer(top, "", "gpus", low=1, high=MAX_GPUS)
     ranks = _parse_world(p, top, loopback, count, world)
     gpus = _parse_gpus(p, top["gpu"], count)
     switches = _parse_switches(p, top.get("switches", []))
@@ -142,8 +149,8 @@ def _parse_gpus(p: _Fields, raw: Any, count: int) -> tuple[Gpu, ...]:
     gpu = p.mapping(raw, "gpu", _GPU_REQUIRED, _GPU_OPTIONAL)
     numbers = dict(
         hbm_bandwidth_gbps=p.number(gpu, "gpu", "hbm_bandwidth_gbps", positive=True),
-        sms=p.integer(gpu, "gpu", "sms", low=1),
-        copy_engines=p.integer(gpu, "gpu", "copy_engines", low=0),
+        sms=p.integer(gpu, "gpu", "sms", low=1, high=RANGES["sms"][1]),
+        copy_engines=p.integer(gpu, "gpu", "copy_engines", low=0, high=RANGES["copy_engines"][1]),
         nvlink_per_sm_gbps=p.number(gpu, "gpu", "nvlink_per_sm_gbps", positive=True),
         memory_gib=p.number(gpu, "gpu", "memory_gib", positive=True),
         compute_capability=p.string(gpu, "gpu", "compute_capability", default=None),
@@ -170,7 +177,7 @@ def _parse_switches(p: _Fields, raw: Any) -> tuple[Switch, ...]:
                 name=name,
                 latency_us=p.number(sw, at, "latency_us"),
                 in_switch_reduce=p.boolean(sw, at, "in_switch_reduce"),
-                ports=p.integer(sw, at, "ports", low=1),
+                ports=p.integer(sw, at, "ports", low=1, high=RANGES["ports"][1]),
             )
         )
     return tuple(switches)
@@ -180,7 +187,9 @@ def _parse_links(p: _Fields, raw: Any, gpus: tuple[Gpu, ...], switches: tuple[Sw
     nodes = [g.name for g in gpus] + [s.name for s in switches]
     owner: dict[frozenset[str], str] = {}
     links = []
-    for i, item in enumerate(p.sequence(raw, "links")):
+    groups = p.sequence(raw, "links")
+    _check_link_count(p, groups, len(gpus))
+    for i, item in enumerate(groups):
         at = f"links[{i}]"
         group = p.mapping(item, at, _LINK_REQUIRED, _LINK_OPTIONAL)
         bandwidth = p.number(group, at, "bandwidth_gbps", positive=True)
@@ -204,6 +213,23 @@ def _parse_links(p: _Fields, raw: Any, gpus: tuple[Gpu, ...], switches: tuple[Sw
             for src, dst in ((a, b), (b, a)):
                 links.append(Link(src, dst, bandwidth, latency, cls, line))
     return tuple(links)
+
+
+def _check_link_count(p: _Fields, groups: list, gpus: int) -> None:
+    """Refuse a file whose links would exceed MAX_LINKS before any is built."""
+    total = 0
+    for item in groups:
+        if isinstance(item, Mapping):
+            if item.get("all_pairs") is True:
+                total += gpus * (gpus - 1) // 2
+            elif "star" in item:
+                total += gpus
+            elif isinstance(item.get("pairs"), list):
+                total += len(item["pairs"])
+    if total > MAX_LINKS:
+        raise TopologyError(f"{p.where}: links: {total:,} links, more than the {MAX_LINKS:,} a "
+                            f"topology may have (all_pairs over {gpus} GPUs makes "
+                            f"{gpus * (gpus - 1) // 2:,}); use a switch (star) instead")
 
 
 def _link_ends(p: _Fields, group: dict, at: str, nodes: list[str], count: int) -> list[tuple[str, str, str]]:
@@ -262,30 +288,40 @@ class _Fields:
             return default
         value = d[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._fail(at, key, f"must be a number, got {type(value).__name__} {value!r}")
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9.]+[eE][-+]?[0-9]+", value.strip()):
+                hint = " (YAML reads 1e3 as text: write 1.0e+3)"
+            raise self._fail(at, key, f"must be a number, got {type(value).__name__} {_short(value)}{hint}")
         if value != value or value in (float("inf"), float("-inf")):
             raise self._fail(at, key, f"must be finite, got {value}")
         if positive and value <= 0:
             raise self._fail(at, key, f"must be > 0, got {value}")
         if value < 0:
             raise self._fail(at, key, f"must be >= 0, got {value}")
+        lo, hi = RANGES.get(key, (0.0, float("inf")))
+        if not lo <= value <= hi:
+            raise self._fail(at, key, f"must be in [{lo:g}, {hi:g}] (a sanity bound on the "
+                                      f"unit in its name), got {_short(value)}")
         return float(value)
 
-    def integer(self, d: dict, at: str, key: str, low: int = 0, default: Any = ...) -> Any:
+    def integer(self, d: dict, at: str, key: str, low: int = 0, default: Any = ...,
+                high: int | None = None) -> Any:
         if key not in d and default is not ...:
             return default
         value = d[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self._fail(at, key, f"must be an integer, got {type(value).__name__} {value!r}")
+            raise self._fail(at, key, f"must be an integer, got {type(value).__name__} {_short(value)}")
         if value < low:
             raise self._fail(at, key, f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise self._fail(at, key, f"must be <= {high:,}, got {_short(value)}")
         return value
 
     def boolean(self, d: dict, at: str, key: str, default: Any = ...) -> Any:
         if key not in d and default is not ...:
             return default
         if not isinstance(d[key], bool):
-            raise self._fail(at, key, f"must be true or false, got {type(d[key]).__name__} {d[key]!r}")
+            raise self._fail(at, key, f"must be true or false, got {type(d[key]).__name__} {_short(d[key])}")
         return d[key]
 
     def string(self, d: dict, at: str, key: str, default: Any = ...) -> Any:
@@ -294,7 +330,7 @@ class _Fields:
         value = d[key]
         if not isinstance(value, str) or not value.strip():
             hint = " (quote it)" if key == "compute_capability" and isinstance(value, (int, float)) else ""
-            raise self._fail(at, key, f"must be a non-empty string{hint}, got {type(value).__name__} {value!r}")
+            raise self._fail(at, key, f"must be a non-empty string{hint}, got {type(value).__name__} {_short(value)}")
         return value
 
     def node(self, d: dict, at: str, key: Any, nodes: list[str]) -> str:
@@ -302,6 +338,11 @@ class _Fields:
         if value not in nodes:
             raise self._fail(at, key, f"unknown node {value!r}; known: {_summary(nodes)}")
         return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _summary(nodes: list[str]) -> str:

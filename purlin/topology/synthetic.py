@@ -7,6 +7,8 @@ model hardware.
 
 from __future__ import annotations
 
+from purlin.check import check_bool, check_int
+from purlin.errors import TopologyError
 from purlin.topology.model import Gpu, Link, Switch, Topology
 
 
@@ -55,6 +57,8 @@ def minimal(
     >>> minimal(8, loopback=True).gpus[0].name
     'gpu0'
     """
+    world = check_int("minimal: world", world, lo=1, error=TopologyError)
+    check_bool("minimal: loopback", loopback, error=TopologyError)
     gpu_count = 1 if loopback else world
     gpus = tuple(
         Gpu(f"gpu{i}", hbm_bandwidth_gbps, sms, copy_engines, nvlink_per_sm_gbps, memory_gib, None)

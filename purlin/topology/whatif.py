@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from purlin.check import check_bool, check_int, check_number, check_str
 from purlin.errors import TopologyError
 from purlin.topology.model import Topology
 
@@ -61,9 +62,19 @@ def with_overrides(
         "switch_latency_scale": switch_latency_scale,
         "hbm_bandwidth_scale": hbm_bandwidth_scale,
     }
+    if not isinstance(topology, Topology):
+        raise TopologyError(f"with_overrides: topology {topology!r:.60}: expected a Topology "
+                            f"(load one with purlin.load_topology), got {type(topology).__name__}")
     for key, value in changes.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise TopologyError(f"{topology.name}: {key}: must be a number > 0, got {value!r}")
+        check_number(f"{topology.name}: {key}", value, hi=1e6, error=TopologyError)
+    if in_switch_reduce is not None:
+        check_bool(f"{topology.name}: in_switch_reduce", in_switch_reduce, error=TopologyError)
+    if name is not None:
+        check_str(f"{topology.name}: name", name, error=TopologyError)
+    if world is not None:
+        check_int(f"{topology.name}: world", world, lo=1, error=TopologyError)
     if world is not None and not topology.loopback:
         raise TopologyError(f"{topology.name}: world: only a loopback topology takes a new world")
     said = [f"{k}={v:g}" for k, v in changes.items() if v != 1]

@@ -135,29 +135,51 @@ class StepConfig:
         return dataclasses.asdict(self)
 
 
+RANGES: dict[str, tuple[int, int]] = {
+    "hidden": (1, 1 << 20), "layers": (1, 10_000), "heads": (1, 1 << 16), "tp": (1, 1 << 16),
+    "tokens": (1, 1 << 22), "expert_groups": (1, 1 << 16), "topk_groups": (1, 1 << 16),
+    "routings": (1, 4096), "experts": (0, 1 << 16), "top_k": (0, 1 << 16),
+    "dense_layers": (0, 10_000), "seed": (0, (1 << 63) - 1)}
+"""Range of each integer field. The upper ends are sanity bounds (the largest public models
+have hidden sizes near 2**14, a few hundred layers, 256 experts): a value past one is a
+typo, and expanding or drawing it would take hours or the machine's memory."""
+MAX_SKEW = 100.0
+"""Largest expert-popularity skew: at 100 the most popular expert already takes
+everything, so more changes nothing."""
+
+
 def check(c: StepConfig) -> None:
     """Raise SpecError for the first field that breaks a rule, naming field, value and rule."""
     def bad(field: str, rule: str) -> SpecError:
         return SpecError(f"workload {c.name!r}: {field}={getattr(c, field)!r}: {rule}")
 
-    for field in ("hidden", "layers", "heads", "tp", "tokens", "expert_groups", "topk_groups",
-                  "routings"):
+    if not isinstance(c.name, str) or not c.name:
+        raise SpecError(f"workload name {c.name!r:.40}: must be a non-empty string (a label)")
+    for field, (lo, hi) in RANGES.items():
         value = getattr(c, field)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad(field, "must be an int >= 1")
-    for field in ("experts", "top_k", "dense_layers", "seed"):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise bad(field, f"must be an int in {lo}..{hi:,}"
+                      + (" (a sanity bound: past any model or deployment)" if
+                         isinstance(value, int) and not isinstance(value, bool) and value > hi else ""))
+    for field in ("kv_heads", "ep"):
         value = getattr(c, field)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise bad(field, "must be an int >= 0")
-    if c.ep is not None and (isinstance(c.ep, bool) or not isinstance(c.ep, int) or c.ep < 1):
-        raise bad("ep", "must be an int >= 1, or None for every rank")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 1 <= value <= RANGES["heads"][1]):
+            raise bad(field, f"must be an int in 1..{RANGES['heads'][1]:,}, or None ("
+                      + ("every rank" if field == "ep" else "as many as heads") + ")")
+    for field in ("sp", "dedupe"):
+        if not isinstance(getattr(c, field), bool):
+            raise bad(field, "must be True or False")
     if c.phase not in PHASES:
         raise bad("phase", f"choose one of {', '.join(PHASES)}")
     for field in ("dtype", "dispatch_dtype"):
         if getattr(c, field) is not None:
+            if not isinstance(getattr(c, field), str):
+                raise bad(field, "must be a dtype name (a string)")
             _dtype(getattr(c, field))   # SpecError naming the known dtypes
-    if not isinstance(c.skew, (int, float)) or isinstance(c.skew, bool) or c.skew < 0:
-        raise bad("skew", "must be a number >= 0")
+    if not isinstance(c.skew, (int, float)) or isinstance(c.skew, bool) or \
+            not 0 <= c.skew <= MAX_SKEW:   # NaN fails here too
+        raise bad("skew", f"must be a number in 0..{MAX_SKEW:g} (0: uniform popularity)")
     if c.heads % c.tp:
         raise bad("heads", f"must divide by tp={c.tp} (each tensor-parallel rank takes whole heads)")
     if c.kv_heads is not None and (c.kv_heads < 1 or c.kv_heads % c.tp and c.tp % c.kv_heads):

@@ -23,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from purlin.errors import SpecError
+from purlin.check import check_instance, check_int
+from purlin.errors import LimitError, SpecError
 from purlin.spec import library
 from purlin.spec.collective import Collective
 from purlin.workload.config import StepConfig
@@ -122,9 +123,17 @@ def expand(config: StepConfig, world: int,
     >>> s.kinds(), s.count("all_reduce"), s.calls[0].collective.input.nbytes(0)
     (['all_reduce'], 4, 32768)
     """
+    check_instance("expand: config", config, StepConfig, "a StepConfig",
+                   fix="build one with purlin.workload.preset(name) or StepConfig(...)",
+                   error=SpecError)
+    world = check_int("expand: world", world, lo=1, error=SpecError, fix="it is a rank count")
     tp_groups = tile(world, config.tp, "tp")
     ep = (config.ep or world) if config.is_moe else 1
     ep_groups = tile(world, ep, "ep") if ep > 1 else []
+    if routing is not None and not ep_groups:
+        raise SpecError(f"routing: applies to MoE layers with expert parallelism, and "
+                        f"{config.name!r} on {world} ranks has none "
+                        f"({'ep=1' if config.is_moe else 'a dense model'}); leave routing out")
     calls: dict[tuple, list] = {}
 
     def issue(kind: str, block: str, layer: int, group: int, ranks: tuple[int, ...],
@@ -171,10 +180,32 @@ def _tokens_per_rank(config: StepConfig, ep: int) -> list[int]:
     return [share[r % config.tp] for r in range(ep)]
 
 
+MAX_DRAW = 1 << 27
+"""Most (token, expert) scores one rank's routing draw may hold (a float64 each, a few
+copies while sorting: about 3 GiB at the limit)."""
+MAX_DRAWS = 1 << 31
+"""Most (token, expert) scores a step's routings may draw in all (minutes of numpy)."""
+
+
+def _check_draw(config: StepConfig, tokens: Sequence[int], groups: int) -> None:
+    """LimitError, before drawing, for a routing past :data:`MAX_DRAW` or :data:`MAX_DRAWS`."""
+    per_rank = max(tokens) * config.experts
+    total = sum(tokens) * config.experts * groups * config.routings
+    for est, limit, what in ((per_rank, MAX_DRAW, "one rank's routing draw"),
+                             (total, MAX_DRAWS, "the step's routing draws")):
+        if est > limit:
+            raise LimitError(f"workload {config.name!r}: {what} would score {est:,} (token, "
+                             f"expert) pairs, over the limit of {limit:,} (tokens={config.tokens}, "
+                             f"experts={config.experts}, routings={config.routings}, {groups} "
+                             f"expert-parallel group(s)); give fewer tokens or routings, or pass "
+                             f"a routing of your own")
+
+
 def _routings(config: StepConfig, ep: int, groups: int,
               given: Routing | Sequence[Routing] | None) -> list[tuple[Routing, ...]]:
     tokens = _tokens_per_rank(config, ep)
     if given is None:
+        _check_draw(config, tokens, groups)
         return [tuple(draw_routing(config.experts, config.top_k, tokens, skew=config.skew,
                                    seed=[config.seed, g, j], expert_groups=config.expert_groups,
                                    topk_groups=config.topk_groups)

@@ -14,9 +14,11 @@ import hashlib
 import json
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from purlin.errors import PurlinError
+from purlin.check import check_bool, check_instance, check_int
+from purlin.errors import PlanError, PurlinError, SpecError
 from purlin.snac.policy import Policy
 from purlin.snac.serialize import collective_to_dict
 from purlin.spec import library
@@ -231,6 +233,8 @@ def predict_step(config: StepConfig, topology: Topology | str, policy: PolicyLik
     >>> p.row("all_reduce").calls, p.row("all_reduce").nbytes, p.total_us > 0
     (4, 16384, True)
     """
+    calibration = _check_args(config, policy, label, cache, calibration, cta_budget, world,
+                              executor, progress)
     topo = resolve_topology(topology, world)
     cache = SimCache() if cache is None else cache
     step = expand(config, topo.world, routing)
@@ -265,15 +269,70 @@ def predict_step(config: StepConfig, topology: Topology | str, policy: PolicyLik
                           rows, sum(r.time_us for r in rows), step)
 
 
-def predict_steps(config: StepConfig, topologies: Sequence[Topology | str],
+def predict_steps(config: StepConfig, topologies: Sequence[Topology | str] | Topology | str,
                   policies: Mapping[str, PolicyLike] | None = None, *,
                   cache: SimCache | None = None, **kwargs: Any) -> list[StepPrediction]:
-    """:func:`predict_step` for every topology and policy (default: the default policy and
-    the NCCL-like ring baseline), sharing one cache; topology-major order."""
+    """:func:`predict_step` for every topology (one, or a list) and policy (default: the
+    default policy and the NCCL-like ring baseline), sharing one cache; topology-major
+    order. Every topology and policy is checked before the first prediction runs."""
+    if isinstance(topologies, (str, Topology)):
+        topologies = [topologies]
+    topologies = list(check_instance("predict_steps: topologies", topologies, (list, tuple),
+                                     "a topology or a list of them", error=SpecError))
+    if not topologies:
+        raise SpecError("predict_steps: topologies: the list is empty; give at least one")
     policies = {"default": None, "nccl-like ring": NCCL_LIKE} if policies is None else policies
+    if not isinstance(policies, Mapping) or not policies:
+        raise PlanError(f"predict_steps: policies {policies!r:.60}: expected a non-empty mapping "
+                        f"of label -> policy (or None for the default and the ring baseline)")
+    for name, pol in policies.items():
+        check_instance("predict_steps: policy label", name, str, "a string", error=PlanError)
+        _check_policy(pol)
+    topologies = [resolve_topology(t, kwargs.get("world")) for t in topologies]
     cache = SimCache() if cache is None else cache
     return [predict_step(config, t, pol, label=name, cache=cache, **kwargs)
             for t in topologies for name, pol in policies.items()]
+
+
+def _check_policy(policy: Any) -> None:
+    """A policy, a mapping of its fields, or a mapping by library collective name."""
+    from purlin.snac.planner import _policy_arg
+    if isinstance(policy, Mapping) and policy and set(policy) <= set(library.ALL):
+        for p in policy.values():
+            _policy_arg(p)
+    else:
+        _policy_arg(policy)
+
+
+def _check_args(config: Any, policy: Any, label: Any, cache: Any, calibration: Any,
+                cta_budget: Any, world: Any, executor: Any, progress: Any) -> Any:
+    """Every argument of :func:`predict_step` but the topology and routing, checked before
+    anything is expanded or simulated; returns the calibration (a file loaded once)."""
+    from purlin.sim.calibration import Calibration, CalibrationError, load_calibration
+    check_instance("predict_step: config", config, StepConfig, "a StepConfig",
+                   fix="build one with purlin.workload.preset(name) or StepConfig(...)",
+                   error=SpecError)
+    _check_policy(policy)
+    if label is not None:
+        check_instance("predict_step: label", label, str, "a string or None", error=SpecError)
+    if cache is not None:
+        check_instance("predict_step: cache", cache, SimCache, "a SimCache or None", error=SpecError)
+    if calibration is not None and not isinstance(calibration, Calibration):
+        if not isinstance(calibration, (str, Path)):
+            raise CalibrationError(f"predict_step: calibration {calibration!r:.60}: expected a "
+                                   f"Calibration, a GPU kind or a JSON path, got "
+                                   f"{type(calibration).__name__}")
+        load_calibration(calibration)   # an unknown kind or a bad file fails here, once
+    check_int("predict_step: cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,
+              fix="it is the CTAs per rank")
+    if world is not None:
+        check_int("predict_step: world", world, lo=1, error=SpecError,
+                  fix="it is the rank count of a loopback topology")
+    if executor is not None:
+        check_instance("predict_step: executor", executor, Executor,
+                       "a concurrent.futures.Executor or None", error=SpecError)
+    check_bool("predict_step: progress", progress, error=SpecError)
+    return calibration
 
 
 def _group_topologies(topo: Topology, step: Step) -> dict[tuple[int, ...], Topology]:

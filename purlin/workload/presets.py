@@ -85,10 +85,13 @@ def preset(name: str, phase: str = "decode", tokens: int | None = None,
     >>> preset("llama3-70b", tokens=1, layers=2).layers
     2
     """
+    if not isinstance(name, str):
+        raise SpecError(f"workload preset {name!r:.40}: expected a preset name (a string), one "
+                        f"of {', '.join(PRESETS)}")
     key = name.lower().replace("_", "-")
     if key not in PRESETS:
         raise SpecError(f"workload preset {name!r} is unknown; choose one of {', '.join(PRESETS)}")
-    if phase not in PHASES:
+    if not isinstance(phase, str) or phase not in PHASES:
         raise SpecError(f"workload {name}: phase {phase!r}: choose one of {', '.join(PHASES)}")
     default = DECODE_TOKENS if phase == "decode" else PREFILL_TOKENS
     return PRESETS[key].with_(phase=phase, tokens=default if tokens is None else tokens, **changes)

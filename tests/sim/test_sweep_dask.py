@@ -6,7 +6,7 @@ interface stands in for a cluster; ``distributed`` is in the ``dev`` extra, so C
 import pytest
 
 from purlin.cli import main
-from purlin.errors import BackendUnavailable, PurlinError
+from purlin.errors import BackendUnavailable, PurlinError, UsageError
 from purlin.sim import sweep
 from purlin.snac import Policy
 
@@ -69,11 +69,12 @@ def test_bad_scheduler_and_executor_are_clear_errors(capsys):
     assert main(["sweep", "all_gather", "--sizes", "4K", "--scheduler", "no-port-here"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert err.startswith("purlin sweep: error: no Dask scheduler answered at 'no-port-here'")
-    with pytest.raises(BackendUnavailable, match="missing port number"):
+    assert err.startswith("purlin sweep: error: --scheduler 'no-port-here': needs a host and a "
+                          "port in 1..65535; give it as tcp://HOST:PORT")
+    with pytest.raises(UsageError, match="needs a host and a port"):
         sweep("all_gather", [4096], "hgx-h200-8", scheduler="no-port-here", progress=False)
-    with pytest.raises(PurlinError, match="executor must be a concurrent.futures.Executor or a "
-                                          "distributed.Client, got str"):
+    with pytest.raises(UsageError, match="expected a concurrent.futures.Executor, a "
+                                         "distributed.Client or None"):
         sweep("all_gather", [4096], "hgx-h200-8", executor="tcp://x:1", progress=False)
     with pytest.raises(PurlinError, match="not both"):
         sweep("all_gather", [4096], "hgx-h200-8", executor=object(), scheduler="tcp://x:1")

@@ -10,7 +10,7 @@ def ints(c, seed=0):
 
 
 def test_all_gather_naming():
-    c = library.all_gather(3, 16).validate()
+    c = library.all_gather(3, 16, "int32").validate()
     assert [b.name for b in c.input.ranks[2]] == ["2"]
     assert [b.name for b in c.output.ranks[0]] == ["0", "1", "2"]
     x = ints(c)

@@ -67,9 +67,9 @@ def test_dedupe_and_prefill_flags(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["nope", "-t", "hgx-h200-8"], "workload preset 'nope' is unknown; choose one of"),
-    (["llama3-70b", "-t", "hgx-h200-8", "--tokens", "0"], "tokens=0: must be an int >= 1"),
+    (["llama3-70b", "-t", "hgx-h200-8", "--tokens", "0"], "--tokens 0: must be in 1..4194304"),
     (["llama3-70b", "-t", "no-such-box"], "unknown topology 'no-such-box'"),
-    (["llama3-70b", "-t", "mesh-2d-16", "--workers", "0"], "--workers 0: give at least 1"),
+    (["llama3-70b", "-t", "mesh-2d-16", "--workers", "0"], "--workers 0: must be an integer >= 1"),
     (["deepseek-v3", "-t", "hgx-h200-8", "--tokens", "3"], None),
 ])
 def test_errors_are_one_line(capsys, argv, message):

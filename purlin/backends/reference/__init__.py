@@ -10,11 +10,17 @@ from typing import Sequence
 
 import numpy as np
 
-from purlin.errors import ScheduleError
+from purlin.check import check_int
+from purlin.errors import LimitError, UsageError
 from purlin.snac.ir import Copy, PutPackets, Reduce, Ref, Schedule
+from purlin.snac.verify import check_bounds
 from purlin.snac.walk import SyncState, walk
-from purlin.spec.dtypes import dtype as _dtype
+from purlin.spec.dtypes import DType, dtype as _dtype
 from purlin.spec.semantics import reduce_arrays
+
+DEFAULT_MAX_SCRATCH_NBYTES = 4 << 30
+"""Most staging and packet-window bytes the executor allocates for one schedule (both
+halves, every rank) unless ``max_scratch_nbytes=`` says more."""
 
 __all__ = ["Reference", "run"]
 
@@ -32,10 +38,17 @@ class Reference:
     [1, 2, 3, 4]
     """
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, *, max_scratch_nbytes: int = DEFAULT_MAX_SCRATCH_NBYTES):
+        check_bounds(schedule)   # every address in bounds before any is used
+        limit = check_int("max_scratch_nbytes", max_scratch_nbytes, lo=0, error=UsageError)
+        w = schedule.world
+        need = 2 * w * (schedule.staging_nbytes + schedule.packets_nbytes)
+        if need > limit:
+            raise LimitError(f"reference executor: the schedule needs {need:,} B of staging and "
+                             f"packet windows ({w} ranks x 2 halves), over the limit of "
+                             f"{limit:,} B; raise it with max_scratch_nbytes= if you mean it")
         self.schedule = schedule
         self.state = SyncState()
-        w = schedule.world
         self.scratch = {(r, b, h): np.zeros(n, np.uint8)
                         for r in range(w) for h in (0, 1)
                         for b, n in (("staging", schedule.staging_nbytes),
@@ -44,12 +57,15 @@ class Reference:
     def __call__(self, inputs: Sequence[np.ndarray],
                  outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
         s, c = self.schedule, self.schedule.collective
-        if len(inputs) != s.world:
-            raise ScheduleError(f"{len(inputs)} inputs given for a world of {s.world} ranks")
-        ins = [_bytes(x, c.input.nbytes(r), f"input of rank {r}") for r, x in enumerate(inputs)]
+        inputs = _buffers("inputs", inputs, s.world)
+        ins = [_bytes(x, c.input.nbytes(r), f"input of rank {r}", c.dtype)
+               for r, x in enumerate(inputs)]
         if outputs is None:
             outputs = [np.zeros(c.output.nbytes(r), np.uint8) for r in range(s.world)]
-        outs = [_bytes(x, c.output.nbytes(r), f"output of rank {r}") for r, x in enumerate(outputs)]
+        outputs = _buffers("outputs", outputs, s.world)
+        outs = [_bytes(x, c.output.nbytes(r), f"output of rank {r}", c.dtype, write=True)
+                for r, x in enumerate(outputs)]
+        _no_overlap(ins, outs)
         half = self.state.calls % 2
 
         def view(ref: Ref, n: int) -> np.ndarray:
@@ -79,15 +95,50 @@ class Reference:
                                     for o in outputs) else outs
 
 
-def _bytes(x: np.ndarray, nbytes: int, what: str) -> np.ndarray:
+def _buffers(what: str, xs, world: int) -> list:
+    """One buffer per rank, as a list."""
+    if isinstance(xs, np.ndarray) or not isinstance(xs, (list, tuple)):
+        raise UsageError(f"{what}: expected a list of {world} numpy arrays (one per rank), got "
+                         f"{type(xs).__name__}")
+    if len(xs) != world:
+        raise UsageError(f"{what}: {len(xs)} given for a world of {world} ranks (rule: one per "
+                         f"rank, empty arrays for ranks with no data)")
+    return list(xs)
+
+
+def _bytes(x: np.ndarray, nbytes: int, what: str, dt: DType, write: bool = False) -> np.ndarray:
+    """The bytes of one rank's buffer, refused unless it is a C-contiguous numpy array of
+    the collective's dtype (or raw uint8 bytes) and the layout's size."""
     if not isinstance(x, np.ndarray):
-        raise ScheduleError(f"{what}: expected a numpy array, got {type(x).__name__}")
+        raise UsageError(f"{what}: expected a numpy array, got {type(x).__name__}")
+    if x.dtype != np.uint8 and x.dtype != np.dtype(dt.numpy):
+        raise UsageError(f"{what}: dtype {x.dtype} does not match the collective's {dt.name} "
+                         f"(rule: pass {np.dtype(dt.numpy)} elements, or raw bytes as uint8; "
+                         f"convert with .astype() if the values should change type)")
     if not x.flags.c_contiguous:
-        raise ScheduleError(f"{what}: must be C-contiguous")
+        raise UsageError(f"{what}: must be C-contiguous (pass np.ascontiguousarray(x))")
+    if write and not x.flags.writeable:
+        raise UsageError(f"{what}: is read-only; pass a writable array (e.g. x.copy())")
     b = x.reshape(-1).view(np.uint8)
     if b.size != nbytes:
-        raise ScheduleError(f"{what}: {b.size} B given, the layout needs {nbytes} B")
+        raise UsageError(f"{what}: {b.size} B given, the layout needs {nbytes} B"
+                         + (f" ({nbytes // dt.itemsize} {dt.name} elements)" if nbytes else ""))
     return b
+
+
+def _no_overlap(ins: list[np.ndarray], outs: list[np.ndarray]) -> None:
+    """An output that shares memory with an input or another output would be read after
+    it is written: refuse it."""
+    for q, o in enumerate(outs):
+        if not o.size:
+            continue
+        for r, x in enumerate(ins):
+            if x.size and np.shares_memory(o, x):
+                raise UsageError(f"output of rank {q} overlaps the input of rank {r} "
+                                 f"(rule: outputs are separate buffers)")
+        for p in range(q):
+            if outs[p].size and np.shares_memory(o, outs[p]):
+                raise UsageError(f"outputs of ranks {p} and {q} overlap (rule: one buffer each)")
 
 
 def run(schedule: Schedule, inputs: Sequence[np.ndarray],

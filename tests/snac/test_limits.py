@@ -1,0 +1,67 @@
+"""The plan-size estimate is close to the plans it describes, the lower bounds are bounds,
+and the default limits admit every plan the project makes."""
+import json
+from pathlib import Path
+
+import pytest
+
+from purlin.errors import LimitError
+from purlin.snac import Policy, check_limits, plan
+from purlin.snac.ir import sources
+from purlin.snac.limits import (DEFAULT_MAX_INSTRUCTIONS, estimate, library_lower_bound,
+                                lower_bound)
+from purlin.snac.planner import resolve_policy
+from purlin.spec import library
+from purlin.topology import load_topology, resolve_topology
+
+POLICIES = [None, Policy(regime="latency"), Policy(regime="throughput"), Policy(regime="direct"),
+            Policy(regime="throughput", algorithm="ring")]
+CASES = [(name, w, size, pol, topo)
+         for name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v",
+                      "reduce_scatter_v", "broadcast", "reduce")
+         for w, size in ((8, 1 << 20), (16, 1 << 22))
+         for pol in POLICIES
+         for topo in (None, "h200-loopback")
+         if not (topo and pol is not None and pol.algorithm == "ring")]
+
+
+def _size(s):
+    instrs = sum(len(p.instrs) for p in s.programs)
+    refs = sum(len(sources(i)) + len(getattr(i, "dsts", ())) for p in s.programs for i in p.instrs)
+    return instrs, refs
+
+
+@pytest.mark.parametrize("name,w,size,pol,topo", CASES)
+def test_estimate_and_bounds_against_the_plan(name, w, size, pol, topo):
+    t = resolve_topology(topo, w)
+    c = library.from_size(name, w, size)
+    instrs, refs = _size(plan(c, t, pol, check=False))
+    est = estimate(c, resolve_policy(c, t, pol, 64), 64, spread=t.loopback)
+    assert 0.5 <= est.instructions / instrs <= 3.0, (est, instrs)
+    assert 0.5 <= est.refs / refs <= 2.5, (est, refs)
+    for lb in (lower_bound(c), library_lower_bound(name, w, size)):
+        assert lb.instructions <= instrs and lb.refs <= refs, (lb, instrs, refs)
+
+
+def test_the_largest_shipped_plans_are_within_the_default_limits():
+    points = json.loads((Path(__file__).resolve().parents[1] / "data" / "sim-reference.json")
+                        .read_text())["points"]
+    big = sorted(points, key=lambda p: -p["instructions"])[:3]
+    for p in big:
+        topo = load_topology(p["topology"], world=p["world"])
+        c = library.from_size(p["collective"], topo.world, p["size"])
+        _, pol = check_limits(c, topo, p["policy"], p["cta_budget"])   # does not raise
+        est = estimate(c, pol, p["cta_budget"], spread=topo.loopback)
+        assert p["instructions"] / 2 <= est.instructions <= 2 * p["instructions"]
+        assert est.instructions * 4 < DEFAULT_MAX_INSTRUCTIONS
+
+
+def test_limits_refuse_before_building_and_say_how_to_raise():
+    c = library.all_reduce(8, 1 << 40)
+    with pytest.raises(LimitError) as e:
+        check_limits(c, max_instructions=1000)
+    msg = str(e.value)
+    assert msg.startswith("all_reduce at world 8, 1099511627776 B: about ")
+    assert "over the limit of 1,000; raise it with max_instructions=" in msg
+    with pytest.raises(LimitError, match=r"of plan memory .* over the limit of 1\.0 KiB"):
+        check_limits(library.all_reduce(8, 1 << 20), max_memory_nbytes=1024)
