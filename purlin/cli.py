@@ -138,6 +138,7 @@ def _add_codesign_verb(sub) -> None:
 def cmd_codesign(args: argparse.Namespace) -> int:
     from dataclasses import replace
     from purlin.sim import codesign as cd
+    from purlin.sim.predict import parse_sizes
     from purlin.topology import resolve_topology, shipped_name
     topo = resolve_topology(args.topology)
     if args.out is None and shipped_name(topo) is None:
@@ -333,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one line)."""
     ap = build_parser()
     args = ap.parse_args(argv)          # argparse's own usage errors exit 2 here
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if args.verb == "plan":
             return cmd_plan(args)

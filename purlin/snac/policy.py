@@ -320,7 +320,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
         ways = cons
     share = -(-nbytes // ways // base.align) * base.align
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
-    chunk = base.chunk_nbytes or min(max(lo, share), hi)
+    chunk = base.chunk_nbytes or min(max(lo, share), hi, base.staging_nbytes // 2 // base.align * base.align)
     chunk = -(-chunk // base.align) * base.align
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
         if put >= cons:

@@ -37,7 +37,9 @@ def test_estimate_and_bounds_against_the_plan(name, w, size, pol, topo):
     c = library.from_size(name, w, size)
     instrs, refs = _size(plan(c, t, pol, check=False))
     est = estimate(c, resolve_policy(c, t, pol, 64), 64, spread=t.loopback)
-    assert 0.5 <= est.instructions / instrs <= 3.0, (est, instrs)
+    # at most 5x over: the estimate counts a start and end handshake per (CTA, peer) pair;
+    # a fence='cta' plan (codesign tables pick it) signals less, so it errs to the safe side
+    assert 0.5 <= est.instructions / instrs <= 5.0, (est, instrs)
     assert 0.5 <= est.refs / refs <= 2.5, (est, refs)
     for lb in (lower_bound(c), library_lower_bound(name, w, size)):
         assert lb.instructions <= instrs and lb.refs <= refs, (lb, instrs, refs)
