@@ -74,10 +74,23 @@ def run_here(point: dict) -> dict:
     return out
 
 
+def measure_all(points: list[dict], jobs: int = 1, **kw) -> list[dict]:
+    """:func:`measure` of each point, ``jobs`` fresh processes at a time (each point is one
+    single-threaded process, so on a machine of at least ``jobs`` idle cores a point's
+    times are those it would have alone); results in the order of ``points``."""
+    if jobs <= 1:
+        return [measure(p, **kw) for p in points]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda p: measure(p, **kw), points))
+
+
 def measure(point: dict, root: Path | str | None = None, timeout_s: float = 600.0) -> dict:
     """``run_here`` in a fresh Python process running the code under ``root`` (default:
     this tree); on a timeout or a crash, a dict saying so."""
-    env = dict(os.environ, PYTHONPATH=str(root or ROOT), PYTHONHASHSEED="0")
+    paths = [str(root or ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONHASHSEED="0", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     cmd = [sys.executable, str(Path(__file__).resolve()), json.dumps(point)]
     t0 = time.perf_counter()
     try:

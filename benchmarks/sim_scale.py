@@ -63,8 +63,7 @@ def run(args) -> dict:
     old_root = None
     if not args.no_old:
         old_root = baseline_checkout(BASELINE, Path(tempfile.gettempdir()) / "purlin-baseline")
-    rows = []
-    for pt in points(args.quick):
+    def one(pt: dict) -> dict:
         spec = {k: pt[k] for k in ("topology", "collective", "size")}
         row = dict(pt, new=measure(spec, timeout_s=args.timeout))
         if "error" not in row["new"] and not args.no_memory:
@@ -74,7 +73,13 @@ def run(args) -> dict:
             if "error" not in row["old"]:
                 row["speedup"] = {ph: row["old"][f"{ph}_s"] / row["new"][f"{ph}_s"] for ph in PHASES + ("total",)}
                 row["same_time_us"] = abs(row["old"]["time_us"] / row["new"]["time_us"] - 1) < 5e-3
-        rows.append(row)
+        return row
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        rows = list(pool.map(one, points(args.quick)))
+    for row in rows:
+        pt = row
         n = row["new"]
         print(f"{pt['curve']:>5} {pt['topology']:>14} {pt['collective']:>14} {pt['size']:>11}: "
               + (n["error"] if "error" in n else
@@ -147,6 +152,8 @@ def main() -> None:
     ap.add_argument("--no-old", action="store_true", help="skip the baseline engine")
     ap.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per point (ours)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="points measured at once, one process each (at most the idle cores)")
     ap.add_argument("--old-timeout", type=float, default=300.0, help="seconds per point (baseline)")
     args = ap.parse_args()
     doc = run(args)

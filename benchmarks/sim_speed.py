@@ -21,11 +21,12 @@ takes hours on 2 cores).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 
 from common import write
-from sim_point import baseline_checkout, measure
+from sim_point import baseline_checkout, measure, measure_all
 
 SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
          "reduce_scatter_v", "all_to_all_v")
@@ -39,23 +40,23 @@ BASELINE_CASES = (("gb200-nvl72", "all_reduce", 1 << 30), ("gb200-nvl72", "all_t
 
 
 def run_targets(topologies: list[str], sizes: dict[str, list[int]], factor: float,
-                longest: float) -> list[dict]:
+                longest: float, jobs: int = 1) -> list[dict]:
     rows = []
     for topo in topologies:
         target = TARGET_S[topo]
-        for name in SEVEN:
-            for size in sizes[topo]:
-                m = measure({"topology": topo, "collective": name, "size": size},
-                            timeout_s=min(factor * target, longest))
-                ok = "error" not in m
-                row = {"topology": topo, "collective": name, "size": size, "target_s": target, **m,
-                       "within_target": ok and m["total_s"] <= target and m["rss_peak_mb"] <= MEMORY_TARGET_MB}
-                rows.append(row)
-                print(f"{topo:>18} {name:>16} {size:>11}: "
-                      + (m["error"] if not ok else
-                         f"{m['total_s']:7.2f} s (plan {m['plan_s']:.2f} verify {m['verify_s']:.2f} "
-                         f"sim {m['sim_s']:.2f})  {m['instructions']:>9} instrs  {m['rss_peak_mb']:6.0f} MB"
-                         + ("" if row["within_target"] else "  MISS")), flush=True)
+        points = [{"topology": topo, "collective": name, "size": size}
+                  for name in SEVEN for size in sizes[topo]]
+        for pt, m in zip(points, measure_all(points, jobs, timeout_s=min(factor * target, longest))):
+            name, size = pt["collective"], pt["size"]
+            ok = "error" not in m
+            row = {"topology": topo, "collective": name, "size": size, "target_s": target, **m,
+                   "within_target": ok and m["total_s"] <= target and m["rss_peak_mb"] <= MEMORY_TARGET_MB}
+            rows.append(row)
+            print(f"{topo:>18} {name:>16} {size:>11}: "
+                  + (m["error"] if not ok else
+                     f"{m['total_s']:7.2f} s (plan {m['plan_s']:.2f} verify {m['verify_s']:.2f} "
+                     f"sim {m['sim_s']:.2f})  {m['instructions']:>9} instrs  {m['rss_peak_mb']:6.0f} MB"
+                     + ("" if row["within_target"] else "  MISS")), flush=True)
     return rows
 
 
@@ -114,15 +115,18 @@ def main() -> dict:
     ap.add_argument("--no-old", action="store_true", help="skip the baseline engine")
     ap.add_argument("--timeout-factor", type=float, default=4.0,
                     help="stop a point after this many times its target")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="points measured at once, one process each (at most the idle cores)")
     ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
     args = ap.parse_args()
     topologies = [t for t in args.topologies.split(",") if t]
     quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
     sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
-    rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout)
+    rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
     baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
     summary = summarize(rows, baseline)
-    path = write("sim_speed.json", {"summary": summary, "points": rows, "baseline": baseline})
+    path = write("sim_speed.json", {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(),
+                                    "points": rows, "baseline": baseline})
     print(f"wrote {path}")
     return summary
 
