@@ -136,6 +136,7 @@ def _add_codesign_verb(sub) -> None:
 
 
 def cmd_codesign(args: argparse.Namespace) -> int:
+    """``purlin codesign``: search a topology's policies on the simulator and write its table."""
     from dataclasses import replace
     from purlin.sim import codesign as cd
     from purlin.sim.predict import parse_sizes

@@ -96,6 +96,7 @@ class Search:
         return replace(self, sizes=sizes_for(world))
 
     def budget(self, topo: Topology) -> int:
+        """The CTA budget per rank searched on ``topo``."""
         if self.cta_budget is not None:
             return self.cta_budget
         if topo.loopback:
@@ -110,6 +111,7 @@ class InProcess(Executor):
     """Runs points in this process, one after the other (one worker: no pool to feed)."""
 
     def submit(self, fn, /, *args, **kwargs):
+        """Run ``fn`` now; its result (or exception) in a done Future."""
         f: Future = Future()
         try:
             f.set_result(fn(*args, **kwargs))
@@ -118,6 +120,7 @@ class InProcess(Executor):
         return f
 
     def map(self, fn, *iterables, timeout=None, chunksize=1):
+        """``map(fn, *iterables)``, lazily, in this process."""
         return map(fn, *iterables)
 
 

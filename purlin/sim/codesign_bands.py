@@ -21,6 +21,7 @@ KNOBS = ("regime", "algorithm", "atom", "fence", "chunk_nbytes", "push_nbytes", 
 
 
 def policy_key(p: dict) -> tuple:
+    """A policy's searched knobs as a hashable key."""
     return tuple(p.get(k) for k in KNOBS)
 
 
@@ -32,6 +33,7 @@ def compact(p: dict) -> dict:
 
 
 def ranked(rows: dict[tuple, dict]) -> list[dict]:
+    """The rows that planned, fastest first, one per distinct schedule (programs digest)."""
     ok = [r for r in rows.values() if "error" not in r]
     uniq = {}
     for r in sorted(ok, key=lambda r: (r["time_us"], str(policy_key(r["policy"])))):
