@@ -54,6 +54,8 @@ def test_table_is_fresh_against_the_planner(name):
     assert t["planner"]["fingerprint"] == fingerprint(t)
     for w, topo, cname, entry, coll in cases(t):
         for k, band in enumerate(coll["bands"]):
+            if band["probe"]["size"] < library.smallest_size(cname, w, 16, 0):
+                continue   # a size whose blocks are empty: from_size refuses it, no plan asks
             c = library.from_size(cname, w, band["probe"]["size"], "fp32")
             # verified on a box; at rack scale (10^5-10^6 instructions a plan) the digest
             # alone says the planner is unchanged, and the verifier's own tests cover it
