@@ -1,0 +1,57 @@
+"""The committed simulator-speed results say what their points say (no test times anything:
+these check that benchmarks/results/sim_speed.json and sim_scale.json, written by
+benchmarks/sim_speed.py and sim_scale.py, are consistent with their own raw rows)."""
+import json
+from pathlib import Path
+
+import pytest
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def _load(name):
+    path = RESULTS / name
+    if not path.exists():
+        pytest.skip(f"{name} not committed")
+    return json.loads(path.read_text())
+
+
+def test_sim_speed_summary_counts_its_points():
+    doc = _load("sim_speed.json")
+    assert {"machine", "date", "command", "summary", "points"} <= set(doc)
+    for topo, s in doc["summary"].items():
+        if not isinstance(s, dict) or "target_s" not in s:
+            continue
+        rows = [r for r in doc["points"] if r["topology"] == topo]
+        assert s["points"] == len(rows)
+        assert s["within_target"] == sum(r["within_target"] for r in rows)
+        done = [r for r in rows if "error" not in r]
+        assert s["curve_total_s"] == pytest.approx(sum(r["total_s"] for r in done))
+        for r in done:
+            assert r["total_s"] == pytest.approx(r["plan_s"] + r["verify_s"] + r["sim_s"])
+            assert r["within_target"] == (r["total_s"] <= r["target_s"] and r["rss_peak_mb"] <= 2048.0)
+
+
+def test_sim_speed_baseline_gives_the_same_answers():
+    doc = _load("sim_speed.json")
+    for b in doc["baseline"]:
+        if "error" in b["old"] or "error" in b["new"]:
+            continue
+        assert b["old"]["time_us"] == pytest.approx(b["new"]["time_us"], rel=5e-3)
+        assert b["speedup"]["total"] == pytest.approx(b["old"]["total_s"] / b["new"]["total_s"])
+
+
+def test_sim_scale_fits_and_answers():
+    doc = _load("sim_scale.json")
+    rows = doc["rows"]
+    assert {r["curve"] for r in rows} == {"ranks", "size"}
+    same_policy = 0
+    for r in rows:   # the engine's answers: the same wherever the default policy is the same
+        if "old" in r and "error" not in r["old"] and "error" not in r["new"]:
+            if {**r["old"]["policy"], "fence": "rank"} == {"fence": "rank", **r["new"]["policy"]}:
+                assert r["old"]["time_us"] == pytest.approx(r["new"]["time_us"], rel=5e-3)
+                same_policy += 1
+    assert same_policy >= 3   # not vacuous: the generic rules now pick fence="cta" for most
+    for curve in ("ranks", "size"):
+        growth = doc["summary"][f"growth_{curve}"]
+        assert set(growth) == {"plan", "verify", "sim"}
