@@ -33,9 +33,12 @@ from purlin.workload.routing import Routing
 RING = Policy(algorithm="ring", regime="throughput")
 """The planner's ring (hop by hop along a cycle, staged): the ring baseline's reductions
 and gathers."""
-POINT_TO_POINT = Policy(algorithm="one_shot", regime="throughput")
+POINT_TO_POINT = Policy(algorithm="one_shot", regime="throughput", chunk_nbytes=128 << 10,
+                        put_ctas=32, consumer_ctas=32)
 """Staged sends straight to each peer: the baseline's AllToAllV. NCCL runs all-to-all as
-grouped point-to-point sends, not around a ring."""
+grouped point-to-point sends, not around a ring. The chunk (128 KiB) and CTAs (32 a role,
+for NCCL's channels) are fixed, so the baseline does not move when the default policy's
+rules or tables change."""
 NCCL_LIKE: dict[str, Policy] = {
     "all_reduce": RING, "reduce_scatter": RING, "reduce_scatter_v": RING,
     "all_gather": RING, "all_gather_v": RING,
