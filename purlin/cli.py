@@ -31,6 +31,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk", help="chunk size, e.g. 1M")
     p.add_argument("--ctas", type=int, default=64, help="CTA budget per rank")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    ca.add_limit_options(p)
 
 
 def format_source(src: dict) -> str:

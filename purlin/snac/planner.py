@@ -95,7 +95,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     >>> plan(library.all_reduce(4, 1 << 50))
     Traceback (most recent call last):
     ...
-    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 536,873,224 instructions (~416.0 GiB to build), over the limit of 2,097,152; raise it with max_instructions= (on the command line --max-instructions) if you mean it
+    purlin.errors.LimitError: all_reduce at world 4, 1125899906842624 B: about 8,390,920 instructions (~6.5 GiB to build), over the limit of 2,097,152; raise it with max_instructions= (on the command line --max-instructions) if you mean it
     """
     check_bool("check", check, error=PlanError)
     cta_budget = check_int("cta_budget", cta_budget, lo=1, hi=1 << 16, error=PlanError,

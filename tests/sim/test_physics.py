@@ -53,7 +53,10 @@ def test_double_link_bandwidth_halves_large_and_keeps_small():
                                   "reduce_scatter_v", "all_to_all_v"])
 def test_every_purlin_collective_simulates_below_link_bound(name):
     r = _time(16 << 20, name=name)
-    assert 0 < r.busbw_gbps <= EFFECTIVE_LINK_GBPS
+    # where the switches reduce (the codesign table picks the switch Atom) each GPU sends
+    # and receives its buffer once: then algbw, not busbw, is what the link bounds
+    bound = r.algbw_gbps if r.schedule.policy.get("atom") == "switch" else r.busbw_gbps
+    assert 0 < bound <= EFFECTIVE_LINK_GBPS
 
 
 def test_in_switch_allreduce_beats_sm_loads_at_large_sizes():
