@@ -19,8 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, header, save  # noqa: E402
+from common import RESULTS, header, save
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "suite_runs.json"
