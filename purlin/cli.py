@@ -124,6 +124,9 @@ def _add_codesign_verb(sub) -> None:
     p.add_argument("--atoms", default="sm,switch",
                    help="Atoms to try (switch only where the switches reduce)")
     p.add_argument("--quick", action="store_true", help="a cheaper search (fewer starts, one round)")
+    p.add_argument("--beyond", choices=("last-band", "generic"), default="last-band",
+                   help="past the largest size searched: the last band's policy (default), or "
+                        "the generic rules (for a search over small sizes only)")
     p.add_argument("--ctas", type=int, default=None,
                    help="CTA budget per rank (default 64; on one GPU its SMs / world)")
     p.add_argument("--calibration", help="GPU kind or calibration JSON (default: the topology's)")
@@ -153,7 +156,7 @@ def cmd_codesign(args: argparse.Namespace) -> int:
     spec = replace(cd.QUICK if args.quick else cd.Search(),
                    sizes=tuple(parse_sizes(args.sizes)) if args.sizes else None,
                    atoms=tuple(a for a in args.atoms.split(",") if a), cta_budget=args.ctas,
-                   budget_s=args.budget_s or None)
+                   budget_s=args.budget_s or None, beyond=args.beyond)
     if args.worlds:
         spec = replace(spec, worlds=tuple(int(w) for w in args.worlds.split(",")))
     if args.collectives:

@@ -87,6 +87,7 @@ class Search:
     top: int = 6              # rivals recorded per point
     strikes: int = 2          # a family that lost by 2x at this many sizes in a row stops
     budget_s: float | None = BUDGET_S   # CPU seconds of one core; None: no limit
+    beyond: str = "last-band"  # past the largest size: the last band, or "generic" rules
 
     def for_topology(self, topo: Topology) -> "Search":
         """This search with the size grid of ``topo``'s largest world filled in."""
@@ -408,7 +409,7 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
     table = {"schema_version": SCHEMA_VERSION, "topology": base.name, "gpu_kind": base.gpu_kind,
              "command": command or f"purlin codesign {base.name}",
              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "calibration": {"gpu_kind": kind, "digest": cal_digest},
+             "calibration": {"gpu_kind": kind, "digest": cal_digest}, "beyond": spec.beyond,
              "search": {"sizes": list(spec.sizes), "dtype": "fp32",
                         "worlds": list(worlds), "atoms": list(spec.atoms),
                         "prune": spec.prune, "structures": spec.structures,

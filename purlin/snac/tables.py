@@ -18,7 +18,10 @@ Format (``schema_version`` 1)::
                           ...], "points": [...]}}}}}
 
 A band covers per-rank buffers (the largest buffer of any rank) in ``(min_nbytes,
-max_nbytes]``; the first band also covers smaller ones and the last larger ones.
+max_nbytes]``; the first band also covers smaller ones and the last larger ones, unless
+the table says ``"beyond": "generic"`` (``purlin codesign --beyond generic``): then past
+its last band the generic rules choose (a search over small sizes only, say, claims
+nothing about large ones).
 """
 from __future__ import annotations
 
@@ -71,6 +74,12 @@ def _band(bands: list, nbytes: int) -> dict:
     return bands[-1]
 
 
+def past_table(t: Mapping, bands: list, nbytes: int) -> bool:
+    """Whether ``nbytes`` lies past the last band of a table that leaves larger sizes to
+    the generic rules."""
+    return t.get("beyond", "last-band") == "generic" and nbytes > bands[-1]["max_nbytes"]
+
+
 def lookup(tables, collective: str, topology: str | None, world: int | None,
            nbytes: int, digest: str | None = None) -> tuple[Policy, dict] | None:
     """The policy a table gives for this case and where it came from, or None.
@@ -98,6 +107,8 @@ def _codesign_lookup(t, collective, topology, world, nbytes, digest):
     if digest is not None and entry.get("topology_digest") != digest:
         return None
     bands = entry["collectives"][collective]["bands"]
+    if past_table(t, bands, nbytes):
+        return None
     band = _band(bands, nbytes)
     where = {"source": "table", "table": t.get("file", f"{FOLDER}/{t.get('topology')}.json"),
              "world": world, "band": [band["min_nbytes"], band["max_nbytes"]],
@@ -132,6 +143,10 @@ def shipped_lookup(topology, collective: str, nbytes: int) -> tuple[Policy, dict
                        f"(it has {', '.join(sorted(table['worlds'], key=int))})"}
     if collective not in entry["collectives"]:
         return {"why": f"{FOLDER}/{name}.json has no {collective}"}
+    bands = entry["collectives"][collective]["bands"]
+    if past_table(table, bands, nbytes):
+        return {"why": f"{FOLDER}/{name}.json covers up to {bands[-1]['max_nbytes']} B "
+                       f"(beyond: generic), so larger sizes take the generic rules"}
     digest = topology_digest(topology)
     hit = lookup(table, collective, name, topology.world, nbytes, digest)
     if hit is None:

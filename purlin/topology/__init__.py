@@ -28,7 +28,7 @@ from purlin.topology.routing import (
 )
 from purlin.topology.synthetic import minimal
 from purlin.topology.whatif import with_overrides
-from purlin.topology.identity import resolve_topology, shipped_name
+from purlin.topology.identity import loopback_for, resolve_topology, shipped_name
 from purlin.topology.identity import digest as topology_digest
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "link_class",
     "list_topologies",
     "load_topology",
+    "loopback_for",
     "minimal",
     "parse_topology",
     "path_bandwidth_gbps",

@@ -193,3 +193,24 @@ def resolve_topology(topology: Topology | str | Path | None, world: int | None =
         raise TopologyError(f"world size mismatch: topology {t.name} has {t.world} ranks, the "
                             f"collective has {world} (only a loopback topology takes any world)")
     return t
+
+
+def loopback_for(gpu_name: str, world: int) -> Topology:
+    """The shipped loopback topology of the GPU called ``gpu_name`` (as the driver names
+    it, e.g. "NVIDIA H200") with ``world`` ranks: the one whose ``gpu_kind`` the name
+    holds, so a loopback world plans with that GPU's numbers and its codesign table; a
+    GPU no loopback file describes gets the generic :func:`minimal` loopback.
+
+    Examples
+    --------
+    >>> loopback_for("NVIDIA H200", 4).name, loopback_for("Some Future GPU", 4).name
+    ('h200-loopback', 'minimal-loopback-4')
+    """
+    from purlin.topology.synthetic import minimal
+    words = set(gpu_name.lower().replace("-", " ").split())
+    for name in list_topologies():
+        if name.endswith("-loopback"):
+            t = load_shipped(name, world)
+            if t.loopback and t.gpu_kind and t.gpu_kind.lower() in words:
+                return t
+    return minimal(world, loopback=True)

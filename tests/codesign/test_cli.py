@@ -26,6 +26,24 @@ def test_plan_says_when_the_generic_rules_or_the_caller_chose(capsys):
         "# policy as given; the generic rules filled: algorithm, chunk_nbytes, put_ctas, consumer_ctas")
 
 
+def test_a_table_that_leaves_larger_sizes_to_the_generic_rules_says_so(capsys):
+    """h200-loopback's table was searched up to 256 KiB with ``--beyond generic``: inside
+    it the planner takes its band, past it the generic rules (direct), and says why."""
+    table = json.loads((data_root() / "codesign" / "h200-loopback.json").read_text())
+    assert table["beyond"] == "generic" and table["search"]["sizes"][-1] == 256 << 10
+    last_band = table["worlds"]["8"]["collectives"]["all_reduce"]["bands"][-1]
+    assert main(["plan", "all_reduce", "-t", "h200-loopback", "--world", "8", "-b", "256K"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("# default from topologies/codesign/h200-loopback.json, world 8, band (")
+    assert f"regime {last_band['policy']['regime']} " in out[1]
+    assert main(["plan", "all_reduce", "-t", "h200-loopback", "--world", "8", "-b", "257K"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == ("# default from the generic rules (purlin.snac.policy): codesign/h200-loopback.json "
+                       f"covers up to {last_band['max_nbytes']} B (beyond: generic), so larger sizes "
+                       "take the generic rules")
+    assert "regime direct " in out[1]
+
+
 def test_codesign_writes_a_table_the_planner_reads(tmp_path, capsys):
     path = tmp_path / "t.json"
     argv = ["codesign", "hgx-h200-8", "--sizes", "1K,4K", "--collectives", "all_gather", "--quick",

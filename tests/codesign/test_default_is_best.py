@@ -1,6 +1,7 @@
 """The default is the best the planner offers, on its own simulator, on every shipped
-topology: no candidate beats it by more than 3% at any recorded size, and its predicted
-time never falls (by more than 1%) as the size grows, for every collective and world.
+topology: no candidate beats it by more than 3% at any recorded size, and where its
+predicted time falls (by more than 1%) as the size grows, the larger size's pick is no
+better at the smaller size (the search did not miss it), for every collective and world.
 
 To keep CI affordable these check the data the search recorded in each table: at every
 grid size (1 KiB .. 256 MiB, x4) and at the size between each two (where the band
@@ -31,12 +32,24 @@ def test_no_candidate_beats_the_default_by_more_than_3_percent(name):
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_predicted_time_never_decreases_as_size_grows(name):
-    for w, _, cname, _, coll in cases(table_of(name)):
+    """Where a larger size's pick is more than 1% faster than a smaller size's, the search
+    must have tried it: the larger size's policy, re-planned and simulated at the smaller
+    size, is no faster (by 1%) than the smaller size's pick. What is left is the model's
+    own step in size (on h200-loopback, AllReduce W=2 of 32 KiB takes 5.76 us and of 64
+    KiB 5.64 with the same policy), not a point the search left out."""
+    t = table_of(name)
+    for w, topo, cname, entry, coll in cases(t):
         pts = sorted(coll["points"], key=lambda p: p["size"])
         assert len(pts) >= 2 * len({p["size"] for p in pts if p["grid"]}) - 1
         for a, b in zip(pts, pts[1:]):
-            assert b["pick"]["time_us"] >= 0.99 * a["pick"]["time_us"], (
-                w, cname, a["size"], a["pick"]["time_us"], b["size"], b["pick"]["time_us"])
+            if b["pick"]["time_us"] >= 0.99 * a["pick"]["time_us"]:
+                continue
+            pol = coll["bands"][b["band"]]["policy"]
+            s = plan(library.from_size(cname, w, a["size"], "fp32"), topo, pol,
+                     cta_budget=entry["cta_budget"], check=False)
+            there = simulate(s, topo, record=False).time_us
+            assert there >= 0.99 * a["pick"]["time_us"], (
+                w, cname, a["size"], a["pick"]["time_us"], b["size"], b["pick"]["time_us"], pol, there)
 
 
 @pytest.mark.parametrize("name", SHIPPED)

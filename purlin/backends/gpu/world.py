@@ -399,9 +399,10 @@ class LoopbackWorld(World):
     one_gpu = True
 
     def __init__(self, world: int, *, device: int = 0, **kw):
-        if kw.get("topology") is None:   # plan for W ranks sharing one GPU, not W GPUs
-            from purlin.topology import minimal
-            kw["topology"] = minimal(world, loopback=True)
+        if kw.get("topology") is None:   # plan for W ranks sharing this GPU, not W GPUs
+            from purlin.topology import loopback_for
+            name = kernels.cupy().cuda.runtime.getDeviceProperties(device)["name"]
+            kw["topology"] = loopback_for(name.decode() if isinstance(name, bytes) else name, world)
         super().__init__(world, **kw)
         self.device = device
         self.local_ranks = tuple(range(world))

@@ -313,18 +313,21 @@ def test_peer_world_two_ranks_on_one_gpu(cp):
 
 def test_a_world_refuses_a_schedule_planned_for_another_topology(cp):
     """The Schedule names its topology: a loopback world built on the minimal loopback
-    model refuses a plan made for the shipped h200-loopback file (and for an 8-GPU box),
-    and one built on that file runs it."""
+    model refuses a plan made for the shipped h200-loopback file, and one built on that
+    file runs it. A default world plans on the loopback file of the GPU it runs on."""
     from purlin.backends.gpu import LoopbackWorld
     from purlin.errors import ScheduleError
     from purlin.snac import plan
-    from purlin.topology import load_topology
+    from purlin.topology import load_topology, loopback_for, minimal
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    assert world(2).topology == loopback_for(name, 2)
     c = library.all_gather(2, 1 << 12, "fp32")
     topo = load_topology("h200-loopback", world=2)
     s = plan(c, topo)
     with pytest.raises(ScheduleError, match="planned for topology h200-loopback .* this world runs "
                                             "minimal-loopback-2"):
-        world(2).run(s, [cp.zeros(512, cp.float32)] * 2)
+        LoopbackWorld(2, topology=minimal(2, loopback=True)).run(s, [cp.zeros(512, cp.float32)] * 2)
     w = LoopbackWorld(2, topology=topo)
     xs = [cp.full(1024, r + 1, cp.float32) for r in range(2)]   # 4 KiB per rank
     outs = w.run(s, xs)
