@@ -160,9 +160,8 @@ def main() -> None:
         "uncached_vs_cached_derived_full_step_cpu": head["baseline_ratio_derived_cpu"],
         "phases_s": {p["kind"]: {k: round(p[k], 2) for k in ("plan_s", "verify_s", "simulate_s")}
                      for p in phases},
-        "note": ("provisional: a shared 2-core machine (see load_average_at_end; CPU seconds of "
-                 "the serial runs are the figure a quiet machine would show), and the simulator "
-                 "before the rack-scale engine work (issue 20); simulation dominates (phases_s)"),
+        "note": ("wall seconds on this machine (load_average_at_end says how shared it was); "
+                 "the CPU seconds of the serial runs are what a quiet one would show"),
     }
     path = write("workload_speed.json", {"summary": summary, "cases": cases, "phases": phases})
     print(f"wrote {path}\n{summary}")
