@@ -59,7 +59,8 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
         auto = [k for k in ("regime", "algorithm") if getattr(policy, k) == "auto"]
         auto += [k for k in ("chunk_nbytes", "put_ctas", "consumer_ctas") if getattr(policy, k) is None]
         source = {"source": "policy", "auto_filled": auto}
-    pol = codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, policy)
+    read = max(c.input.nbytes(r) for r in range(c.world))
+    pol = codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, policy, read)
     if source["source"] == "table" and (pol.put_ctas, pol.consumer_ctas) != (policy.put_ctas, policy.consumer_ctas):
         source["shrunk_to_budget"] = cta_budget
     return pol, source

@@ -253,18 +253,20 @@ def latency_max_nbytes(name: str, world: int, t: Traits, is_reduce: bool) -> flo
     return 2 * t.bdp_nbytes / per_byte
 
 
-def _roles(regime: str, t: Traits, cta_budget: int) -> tuple[int, int]:
+def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False) -> tuple[int, int]:
     """CTAs per role (put, consumer). Latency: the reader floor pushes, twice that
     unpacks; throughput: twice the floor stages and the consumers, split evenly over the
-    W - 1 peers, pull at four times it; direct: the whole budget (a zero-copy move is
-    bound by each CTA's rate, and only one role works)."""
+    W - 1 peers, pull at four times it; direct: all of the budget but one CTA to the one
+    role that works (a zero-copy move is bound by each CTA's rate; copies run on the put
+    CTAs, reductions on the consumer CTAs), one to the other."""
     f = t.reader_floor
     if regime == "latency":
         return f, 2 * f
     if regime == "throughput":
         peers = max(1, t.world - 1)
         return 2 * f, -(-4 * f // peers) * peers
-    return cta_budget, cta_budget
+    working = max(1, cta_budget - 1)
+    return (1, working) if is_reduce else (working, 1)
 
 
 def _chunk_max(nbytes: int, t: Traits) -> int:
@@ -276,14 +278,18 @@ def _chunk_max(nbytes: int, t: Traits) -> int:
 
 
 def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64,
-             is_reduce: bool = False, base: Policy | None = None) -> Policy:
+             is_reduce: bool = False, base: Policy | None = None,
+             read_nbytes: int | None = None) -> Policy:
     """Fill the ``auto`` fields of ``base`` for a collective of ``nbytes`` per rank
     (largest buffer) on a topology with traits ``t``: the generic rules.
 
     Past the latency regime a fully connected world takes the zero-copy direct regime
     (staging is an extra copy, and the CTA count, not the staging, sets the pace) with
     the end fence spread over the CTAs; a ring otherwise. Role CTAs beyond
-    ``cta_budget`` are shrunk, the larger role first.
+    ``cta_budget`` are shrunk, the larger role first. ``read_nbytes``: the most input
+    bytes a rank holds (default ``nbytes``); a direct copy splits those over its CTAs,
+    since each input byte is read once and stored to every holder (an AllGather's block,
+    not its W times larger output).
 
     Examples
     --------
@@ -307,7 +313,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"
-    put_default, cons_default = _roles(regime, t, cta_budget)
+    put_default, cons_default = _roles(regime, t, cta_budget, is_reduce)
     put = base.put_ctas or put_default
     cons = base.consumer_ctas or cons_default
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
@@ -318,7 +324,8 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
         ways = put                         # direct copies run on the put CTAs
     else:
         ways = cons
-    share = -(-nbytes // ways // base.align) * base.align
+    split = read_nbytes if regime == "direct" and not is_reduce and read_nbytes else nbytes
+    share = -(-split // ways // base.align) * base.align
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
     chunk = base.chunk_nbytes or min(max(lo, share), hi, base.staging_nbytes // 2 // base.align * base.align)
     chunk = -(-chunk // base.align) * base.align

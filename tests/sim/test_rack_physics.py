@@ -1,4 +1,5 @@
-"""What the model says about two surprises on gb200-nvl72 under the default policy.
+"""What the model says about two surprises on gb200-nvl72 under the default policy of
+before 2026-12-01 (the first pinned here as ``OLD_DEFAULT``).
 
 1. AllGather 64 MiB takes ~1,412 us and 256 MiB ~1,592 us (busbw 47, then 166 GB/s).
    Mechanism: a direct AllGather copies each chunk of a rank's block once, storing it to
@@ -8,7 +9,8 @@
    it (0.93 MB): one chunk, so one CTA of 32 works and the call lasts block / 0.67 GB/s.
    At 256 MiB a block is 3.6 chunks: four CTAs, each with at most 1 MiB, so the time
    grows only by 1 MiB / 0.93 MB while the bytes grow 4x. Links (720 GB/s) never fill.
-   Chunks that spread a block over the 32 put CTAs make it ~8x faster.
+   Chunks that spread a block over the 32 put CTAs make it ~8x faster; the generic rules
+   now split a rank's input (not its output) over its put CTAs, 13x faster.
 2. AllReduce takes 148 us at 128 KiB and 30 us at 256 KiB: the default table switches
    from the latency regime (one-shot: every rank pushes its whole buffer to all 71 peers
    as packets, 8 put CTAs building them at packet_gbps) to the direct regime at 128 KiB,
@@ -32,7 +34,13 @@ NVL72 = load_topology("gb200-nvl72")
 CAL = load_calibration("gb200")
 
 
-def _all_gather(size, policy=None):
+# the generic rules' direct AllGather on NVL72 until 2026-12-01: the chunk sized from the
+# output, the budget split evenly between the roles
+OLD_DEFAULT = Policy(regime="direct", algorithm="one_shot", chunk_nbytes=1 << 20, put_ctas=32,
+                     consumer_ctas=32, fence="cta")
+
+
+def _all_gather(size, policy=OLD_DEFAULT):
     c = library.from_size("all_gather", 72, size)
     s = plan(c, NVL72, policy, check=False)
     return c, s, simulate(s, NVL72, CAL)
@@ -77,6 +85,17 @@ def test_allgather_64mib_with_chunks_for_every_put_cta_is_eight_times_faster():
     _, _, fast = _all_gather(64 << 20, Policy(regime="direct", chunk_nbytes=chunk))
     assert slow.time_us / fast.time_us > 8.0
     assert fast.busbw_gbps > 390.0
+
+
+def test_the_default_now_spreads_a_block_over_the_put_ctas():
+    """The generic rules split a rank's 0.93 MB block over 63 put CTAs (one CTA for the
+    idle consumer role): 16 KiB chunks, 57 of them per rank, 13x the old default."""
+    c, s, r = _all_gather(64 << 20, None)
+    assert (s.policy["regime"], s.policy["put_ctas"], s.policy["consumer_ctas"]) == ("direct", 63, 1)
+    assert s.policy["chunk_nbytes"] == 16 << 10 and -(-c.input.nbytes(0) // (16 << 10)) == 57
+    _, _, old = _all_gather(64 << 20)
+    assert r.time_us == pytest.approx(106.35, rel=1e-3) and old.time_us / r.time_us > 13
+    assert r.busbw_gbps > 600.0
 
 
 def test_allreduce_128k_was_slow_because_the_hand_table_kept_it_in_the_latency_regime():

@@ -117,8 +117,8 @@ def test_golden_schedule_unchanged():
 def test_generic_rules_read_the_topology():
     """Without a table the rules read the topology: the latency regime while packets'
     flag bytes take less link time than two round trips (doubling the bandwidth doubles
-    the threshold), Purlin's reader floor for CTAs, the whole budget for direct, a chunk
-    of one bandwidth-delay product."""
+    the threshold), Purlin's reader floor for CTAs, the budget less one on the role that
+    works for direct, a chunk of one bandwidth-delay product."""
     h200 = load_topology("hgx-h200-8")
     t = traits(h200)
     assert (t.link_gbps, round(t.rtt_us, 6), t.reader_floor) == (370.0, 0.9, 7)   # ceil(0.8 x 370 / 46)
@@ -131,10 +131,14 @@ def test_generic_rules_read_the_topology():
     assert (small.regime, small.algorithm, small.put_ctas, small.consumer_ctas) == ("latency", "one_shot", 7, 14)
     big = codesign("all_reduce", 8, 256 << 10, t, is_reduce=True)
     assert (big.regime, big.algorithm, big.fence) == ("direct", "two_shot", "cta")
-    assert (big.put_ctas, big.consumer_ctas) == (32, 32)                           # the budget (64)
+    assert (big.put_ctas, big.consumer_ctas) == (1, 63)          # the budget (64) on the reducers
     wide = codesign("all_reduce", 2, 64 << 20, traits(multi_gpu_box(2)), cta_budget=132, is_reduce=True)
-    assert (wide.put_ctas, wide.consumer_ctas) == (66, 66)
-    assert codesign("all_gather", 8, 64 << 20, t).chunk_nbytes == 512 << 10       # BDP 333 KB -> 2^19
+    assert (wide.put_ctas, wide.consumer_ctas) == (1, 131)
+    copy = codesign("all_gather", 8, 64 << 20, t)
+    assert (copy.put_ctas, copy.consumer_ctas) == (63, 1)                         # copies: put CTAs
+    assert copy.chunk_nbytes == 512 << 10                                         # BDP 333 KB -> 2^19
+    # each rank reads its 8 MiB block once: split over the 63 put CTAs, not the 64 MiB output
+    assert codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20).chunk_nbytes == 133168   # ceil(8 MiB / 63, 16 B)
     assert codesign("all_gather", 8, 1 << 30, t).chunk_nbytes == 2 << 20          # at most 512 chunks
     mesh = traits(load_topology("mesh-2d-16"))
     ring = codesign("all_gather", 16, 1 << 20, mesh)
