@@ -29,3 +29,17 @@ def assert_matches(c, schedule, got, inputs):
             np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"rank {q}")
         else:
             assert np.array_equal(got[q], want[q]), f"rank {q} differs from the spec"
+
+
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def load_result(name: str) -> dict:
+    """A committed file of benchmarks/results, parsed; the test skips if it is not committed."""
+    import json
+
+    import pytest
+    path = RESULTS / name
+    if not path.exists():
+        pytest.skip(f"{name} is not committed")
+    return json.loads(path.read_text())

@@ -19,6 +19,7 @@ from purlin.snac import plan
 from purlin.snac.serialize import programs_digest
 from purlin.spec import library
 from purlin.topology import load_topology
+from tests.helpers import load_result
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -28,11 +29,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 MAX_SLOWER, MAX_WORSE = 1.15, 12
 
 
-def load(name):
-    path = RESULTS / name
-    if not path.exists():
-        pytest.skip(f"{name} is not committed")
-    return json.loads(path.read_text())
+load = load_result
 
 
 def test_calibration_is_the_fit_of_the_committed_microbenchmarks():

@@ -1,19 +1,13 @@
 """The committed simulator-speed results say what their points say (no test times anything:
 these check that benchmarks/results/sim_speed.json and sim_scale.json, written by
 benchmarks/sim_speed.py and sim_scale.py, are consistent with their own raw rows)."""
-import json
-from pathlib import Path
 
 import pytest
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+from tests.helpers import load_result
 
 
-def _load(name):
-    path = RESULTS / name
-    if not path.exists():
-        pytest.skip(f"{name} not committed")
-    return json.loads(path.read_text())
+_load = load_result
 
 
 def test_sim_speed_summary_counts_its_points():
