@@ -22,6 +22,7 @@ from typing import Any, Callable
 from purlin.backends.gpu import arrays, kernels
 from purlin.backends.gpu.calls import Collectives
 from purlin.backends.gpu.encode import Encoded, encode
+from purlin.backends.gpu.identity import ByIdentity
 from purlin.backends.gpu.launch import MAX_TABLES, Launcher, Scratch, buffer_key, current_stream
 from purlin.errors import Deadlock, PlanError, PurlinError, ScheduleError, SpecError
 from purlin.snac.ir import Schedule
@@ -90,6 +91,7 @@ class World(Collectives):
         self._verified: set[str] = set()        # digests planned here or verified once
         self._bound: dict[tuple, Bound] = {}    # (digest, buffer keys) -> bound call
         self._lib: dict[tuple, Bound] = {}      # (library call, buffer keys) -> bound call
+        self._ids = ByIdentity(MAX_TABLES)      # the same, found by the buffer objects themselves
         self._last: Bound | None = None
         self._tracing: dict | None = None       # device -> trace buffer while trace() runs
         self.broken: str | None = None
@@ -206,27 +208,44 @@ class World(Collectives):
         fresh = outputs is None   # allocated here: a binding of its own, not worth keeping
         if fresh:
             outputs = self._unpack(self._alloc_outputs(schedule.collective))
-        key = (digest(schedule), self._signature(inputs, outputs))
-        b = self._bound.get(key)
-        if b is None or self._tracing:
-            b = self._bind(schedule, inputs, outputs, verify)
-            if not (self._tracing or fresh):
-                self._bound[key] = b
+        d = digest(schedule)
+        objs = None if fresh or self._tracing else self._objects(inputs, outputs)
+        b = None if objs is None else self._ids.get(d, objs)
+        if b is None:
+            key = (d, self._signature(inputs, outputs))
+            b = self._bound.get(key)
+            if b is None or self._tracing:
+                b = self._bind(schedule, inputs, outputs, verify)
+                if not (self._tracing or fresh):
+                    self._bound[key] = b
+            if objs is not None:
+                self._ids.put(d, objs, b)
         self._last = b
         b.go(current_stream(stream, b.torch, b.device))
         return outputs
 
     def _fast(self, key: tuple, x, out, stream) -> bool:
         """Launch the library call bound for ``key`` and these buffers, if there is one."""
-        b = self._lib.get((key, self._signature(x, out)))
-        if b is None or self.broken or self._tracing:
+        if self.broken or self._tracing:
             return False
+        objs = self._objects(x, out)
+        b = self._ids.get(key, objs)
+        if b is None:
+            b = self._lib.get((key, self._signature(x, out)))
+            if b is None:
+                return False
+            self._ids.put(key, objs, b)
         b.go(current_stream(stream, b.torch, b.device))
         return True
 
     def _remember(self, key: tuple, x, out) -> None:
         if self._last is not None and not self._tracing:
             self._lib[(key, self._signature(x, out))] = self._last
+            self._ids.put(key, self._objects(x, out), self._last)
+
+    def _objects(self, inputs, outputs) -> list:
+        """This process's buffer objects of a call, inputs then outputs."""
+        return [*self._per_rank(inputs, "inputs"), *self._per_rank(outputs, "outputs")]
 
     def _signature(self, inputs, outputs) -> tuple:
         ins = self._per_rank(inputs, "inputs")
@@ -278,6 +297,7 @@ class World(Collectives):
         """Drop bound calls and pointer tables (scratch moved, or too many tables)."""
         self._bound.clear()
         self._lib.clear()
+        self._ids.clear()
         for launcher in self._launchers():
             launcher.tables.clear()
 

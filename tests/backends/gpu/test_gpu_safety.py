@@ -112,3 +112,31 @@ def test_bound_calls_see_new_data_and_rebind_for_new_buffers(cp):
     w.all_reduce(small_in, small_out, op="max")
     w.synchronize()
     assert len(w._lib) == bound + 2 and all(float(o[0]) == 1 for o in small_out)
+
+
+def test_a_bound_torch_call_is_checked_again_after_an_in_place_change(cp):
+    """Calls found by their buffer objects (the identity table) rest on the torch version
+    counter: a tensor resized or made non-contiguous in place after binding is refused,
+    and one refilled in place still gets the right sums."""
+    torch = pytest.importorskip("torch", reason="torch is an optional extra")
+    w = world(2)
+    xs = [torch.full((64,), float(r + 1), device="cuda") for r in range(2)]
+    outs = [torch.empty(64, device="cuda") for _ in range(2)]
+    w.all_reduce(xs, outs)
+    w.all_reduce(xs, outs)                      # found by identity now
+    assert len(w._ids) >= 1
+    xs[0].fill_(5.0)                            # a write bumps the version: the full key, same binding
+    w.all_reduce(xs, outs)
+    w.synchronize()
+    assert float(outs[1][63]) == 7.0
+    outs[1].resize_(32)                         # in place, same pointer
+    with pytest.raises(SpecError, match="output of rank 1"):
+        w.all_reduce(xs, outs)
+    outs[1].resize_(64)
+    sq = [torch.zeros(8, 8, device="cuda") for _ in range(2)]
+    sq_out = [torch.empty(8, 8, device="cuda") for _ in range(2)]
+    w.all_reduce(sq, sq_out)
+    w.all_reduce(sq, sq_out)
+    sq[1].t_()                                  # same pointer and size, no longer contiguous
+    with pytest.raises(SpecError, match="torch tensor is not contiguous"):
+        w.all_reduce(sq, sq_out)
