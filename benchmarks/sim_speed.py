@@ -118,6 +118,7 @@ def main() -> dict:
     ap.add_argument("--jobs", type=int, default=1,
                     help="points measured at once, one process each (at most the idle cores)")
     ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
+    ap.add_argument("--out", default="sim_speed.json", help="result file name under benchmarks/results")
     args = ap.parse_args()
     topologies = [t for t in args.topologies.split(",") if t]
     quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
@@ -125,7 +126,7 @@ def main() -> dict:
     rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
     baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
     summary = summarize(rows, baseline)
-    path = write("sim_speed.json", {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(),
+    path = write(args.out, {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(),
                                     "points": rows, "baseline": baseline})
     print(f"wrote {path}")
     return summary
