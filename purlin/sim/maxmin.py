@@ -62,34 +62,59 @@ def fill(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, 
     live = demand > limit * (1 + 1e-12)
     live[dummy] = False
     on = live[fi]
-    width = int(on.sum(axis=1).max()) if len(F) else 0
+    width = int(_row_sum(on).max()) if len(F) else 0
     if width < fi.shape[1] // 2:   # keep only the live columns, packed to the left
         cols = np.argsort(~on, axis=1, kind="stable")[:, :max(width, 1)]
         on = np.take_along_axis(on, cols, 1)
         fi = np.where(on, np.take_along_axis(fi, cols, 1), dummy)
         fw = np.where(on, np.take_along_axis(fw, cols, 1), 0.0)
-    while len(F):
-        load = np.bincount(fi.ravel(), fw.ravel(), minlength=r1)
-        with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while len(F):
+            load = np.bincount(fi.ravel(), fw.ravel(), minlength=r1)
             share = (limit - used) / load
-        share[dummy] = np.inf
-        at = share[fi]
-        path = at.min(axis=1)
-        if not np.isfinite(np.minimum(path, fc)).all():
-            raise ValueError("a flow has neither a finite cap nor a finite resource")
-        best = np.minimum(path, fc)
-        # a resource is a local bottleneck if no free flow through it is held lower
-        held = np.bincount(fi.ravel(), (best[:, None] < at * (1 - _TIE)).ravel(), minlength=r1)
-        local = held == 0
-        local[dummy] = False
-        done = (fc <= path * (1 + _TIE)) | local[fi].any(axis=1)
-        x = best[done]
-        rate[F[done]] = x
-        used += np.bincount(fi[done].ravel(), (fw[done] * x[:, None]).ravel(), minlength=r1)
-        rest = ~done
-        F, fi, fw, fc = F[rest], fi[rest], fw[rest], fc[rest]
+            share[dummy] = np.inf
+            at = share[fi]
+            path = _row_min(at)
+            best = np.minimum(path, fc)
+            if not np.isfinite(best).all():
+                raise ValueError("a flow has neither a finite cap nor a finite resource")
+            # a resource is a local bottleneck if no free flow through it is held lower
+            held = np.bincount(fi.ravel(), (best[:, None] < at * (1 - _TIE)).ravel(), minlength=r1)
+            local = held == 0
+            local[dummy] = False
+            done = (fc <= path * (1 + _TIE)) | _row_any(local[fi])
+            x = best[done]
+            rate[F[done]] = x
+            used += np.bincount(fi[done].ravel(), (fw[done] * x[:, None]).ravel(), minlength=r1)
+            rest = ~done
+            F, fi, fw, fc = F[rest], fi[rest], fw[rest], fc[rest]
     rem = capacity - np.bincount(idx.ravel(), (w * rate[:, None]).ravel(), minlength=r1)
     return rate, rem
+
+
+def _row_min(a: np.ndarray) -> np.ndarray:
+    """``a.min(axis=1)`` for the few columns a flow has, one column at a time (numpy reduces
+    short rows an order of magnitude slower than it combines whole columns)."""
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        np.minimum(out, a[:, j], out=out)
+    return out
+
+
+def _row_any(a: np.ndarray) -> np.ndarray:
+    """``a.any(axis=1)``, a column at a time (see :func:`_row_min`)."""
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        out |= a[:, j]
+    return out
+
+
+def _row_sum(a: np.ndarray) -> np.ndarray:
+    """``a.sum(axis=1)`` of a boolean array as integers, a column at a time."""
+    out = a[:, 0].astype(np.int64)
+    for j in range(1, a.shape[1]):
+        out += a[:, j]
+    return out
 
 
 def kept_below(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, dummy: int,
