@@ -263,8 +263,8 @@ class FluidModel:
             if self._soft:   # demand changed: every speed on a soft resource may
                 self._retime(act, self.speed[act].copy())
             return
-        old = self.speed[act].copy()
-        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
+        old = self.speed.take(act)
+        idx, w, cap = self.idx.take(act, axis=0), self.w.take(act, axis=0), self.cap.take(act)
         new = np.isin(act, np.asarray(added, dtype=np.int64))
         keep = kept_below(idx, w, cap, self.capacity, self._dummy, self.rate[act], new, self._left)
         self._left = []
