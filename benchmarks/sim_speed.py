@@ -9,23 +9,27 @@ are its own, as a first ``purlin sim`` call's would be. A point that runs past
 ``--timeout-factor`` times its target is stopped and recorded as a miss.
 
 Baseline in the same run: the engine before the rack-scale work (commit 3934e54) on the
-cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB, AllToAllV 64 MiB), as a ratio.
+cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB, AllToAllV 64 MiB), against this
+engine given the old default policy (one schedule: the engine's own speedup, and the same
+answer), and against this engine's default (what a user gets now), as ratios.
 
 Writes ``benchmarks/results/sim_speed.json``: per point the phase times, instruction,
 flow and event counts, peak memory, target and whether it was met; a ``summary``.
 
 Run: ``python benchmarks/sim_speed.py [--topologies gb200-nvl72,rubin-nvl144,rubin-ultra-nvl576]
-[--quick] [--quick-for rubin-ultra-nvl576] [--timeout-factor 4] [--no-old]`` (the full run
-takes hours on 2 cores).
+[--quick] [--quick-for rubin-ultra-nvl576] [--timeout-factor 4] [--no-old] [--out FILE]
+[--reuse FILE]`` (the full run takes hours on 2 cores; ``--reuse`` re-measures only the
+baseline, keeping the points of an earlier result file).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 from pathlib import Path
 
-from common import write
+from common import RESULTS, write
 from sim_point import baseline_checkout, measure, measure_all
 
 SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
@@ -61,6 +65,10 @@ def run_targets(topologies: list[str], sizes: dict[str, list[int]], factor: floa
 
 
 def run_baseline(rows: list[dict], timeout_s: float) -> list[dict]:
+    """The baseline engine on BASELINE_CASES with its own default policy, and this engine
+    with that same policy: the pair runs one schedule, so its speedup is the engine's alone
+    and its answers must agree (``same_time_us``). ``default_speedup`` compares each
+    engine's own default (what a user got then and gets now)."""
     old_root = baseline_checkout(BASELINE, Path(tempfile.gettempdir()) / "purlin-baseline")
     out = []
     for topo, name, size in BASELINE_CASES:
@@ -69,13 +77,20 @@ def run_baseline(rows: list[dict], timeout_s: float) -> list[dict]:
                     and "error" not in r), None) or measure(point, timeout_s=timeout_s)
         old = measure(point, root=old_root, timeout_s=timeout_s)
         row = {**point, "new": new, "old": old}
-        if "error" not in old and "error" not in new:
-            row["speedup"] = {ph: old[f"{ph}_s"] / new[f"{ph}_s"] for ph in ("plan", "verify", "sim", "total")}
-            row["memory_ratio"] = old["rss_peak_mb"] / new["rss_peak_mb"]
-            row["same_time_us"] = abs(old["time_us"] / new["time_us"] - 1) < 5e-3
+        if "error" not in old:
+            same = measure({**point, "policy": old["policy"]}, timeout_s=timeout_s)
+            row["new_same_policy"] = same
+            if "error" not in same:
+                row["speedup"] = {ph: old[f"{ph}_s"] / same[f"{ph}_s"] for ph in ("plan", "verify", "sim", "total")}
+                row["memory_ratio"] = old["rss_peak_mb"] / same["rss_peak_mb"]
+                row["same_time_us"] = abs(old["time_us"] / same["time_us"] - 1) < 5e-3
+            if "error" not in new:
+                row["default_speedup"] = old["total_s"] / new["total_s"]
         out.append(row)
         print(f"baseline {topo} {name} {size}: "
-              + (f"old {old['total_s']:.1f} s / new {new['total_s']:.1f} s = x{row['speedup']['total']:.1f}"
+              + (f"old {old['total_s']:.1f} s / new, same policy {row['new_same_policy']['total_s']:.1f} s "
+                 f"= x{row['speedup']['total']:.1f} (same answer: {row['same_time_us']}); "
+                 f"new default {new.get('total_s', float('nan')):.1f} s"
                  if "speedup" in row else f"old: {old.get('error')}"), flush=True)
     return out
 
@@ -101,7 +116,8 @@ def summarize(rows: list[dict], baseline: list[dict]) -> dict:
     out["memory_target_mb"] = MEMORY_TARGET_MB
     out["baseline"] = [{k: b[k] for k in ("topology", "collective", "size")} | {
         "speedup": b.get("speedup"), "memory_ratio": b.get("memory_ratio"), "same_time_us": b.get("same_time_us"),
-        "old_total_s": b["old"].get("total_s"), "new_total_s": b["new"].get("total_s")} for b in baseline]
+        "old_total_s": b["old"].get("total_s"), "new_same_policy_total_s": b.get("new_same_policy", {}).get("total_s"),
+        "default_speedup": b.get("default_speedup"), "new_total_s": b["new"].get("total_s")} for b in baseline]
     out["note"] = ("total_s = plan + verify + simulate (default policy, check=False then verify); each point "
                    "in a fresh process; rss_peak_mb is the process's peak resident set")
     return out
@@ -119,15 +135,24 @@ def main() -> dict:
                     help="points measured at once, one process each (at most the idle cores)")
     ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
     ap.add_argument("--out", default="sim_speed.json", help="result file name under benchmarks/results")
+    ap.add_argument("--reuse", default="", help="take the points from this results file; measure the baseline only")
     args = ap.parse_args()
     topologies = [t for t in args.topologies.split(",") if t]
     quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
     sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
-    rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
+    points_from = None
+    if args.reuse:   # the points of an earlier run of this script; only the baseline is measured
+        earlier = json.loads((RESULTS / args.reuse).read_text())
+        rows = [r for r in earlier["points"] if r["topology"] in topologies]
+        points_from = {k: earlier.get(k) for k in ("command", "date", "machine")}
+    else:
+        rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
     baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
     summary = summarize(rows, baseline)
-    path = write(args.out, {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(),
-                                    "points": rows, "baseline": baseline})
+    doc = {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(), "points": rows, "baseline": baseline}
+    if points_from:
+        doc["points_from"] = points_from
+    path = write(args.out, doc)
     print(f"wrote {path}")
     return summary
 
