@@ -8,7 +8,8 @@ pointers; each later call with the same pointers, sizes, dtypes and layouts is o
 buffers copies nothing to the device (and works inside a graph capture); larger worlds
 upload a pointer table once per pointer set. The checks that
 make a call safe (sizes, dtypes, devices, contiguity) run when it is bound; a call is
-matched to its bound form by :func:`buffer_key`, so they hold for it too.
+matched to its bound form by its buffer objects (:mod:`purlin.backends.gpu.identity`),
+else by :func:`buffer_key`, so they hold for it too.
 """
 from __future__ import annotations
 
