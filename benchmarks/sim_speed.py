@@ -142,6 +142,8 @@ def main() -> dict:
     sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
     points_from = None
     if args.reuse:   # the points of an earlier run of this script; only the baseline is measured
+        if not (RESULTS / args.reuse).is_file():
+            ap.error(f"--reuse {args.reuse}: no such file in {RESULTS}")
         earlier = json.loads((RESULTS / args.reuse).read_text())
         rows = [r for r in earlier["points"] if r["topology"] in topologies]
         points_from = {k: earlier.get(k) for k in ("command", "date", "machine")}

@@ -1,8 +1,7 @@
 """What a shipped codesign table gains over the generic rules, on its own simulator.
 
 For each topology given and each (world, collective, size) its table searched, plan the
-default (the table's pick) and the generic rules' policy (``purlin.snac.policy.codesign``
-with nothing fixed: what the planner did before the table shipped), simulate both, and
+default (the table's pick) and the generic rules' policy (``purlin.snac.planner.generic``: what the planner did before the table shipped), simulate both, and
 record the times and their ratio (generic over table: above 1, the table is faster).
 
 Writes ``benchmarks/results/table_vs_generic.json``: per point both policies, times and
@@ -21,17 +20,10 @@ from common import write
 
 from purlin.sim import simulate
 from purlin.snac import plan
-from purlin.snac.policy import Policy, codesign, traits
+from purlin.snac.planner import generic
 from purlin.spec import library
 from purlin.topology import load_topology
 from purlin.sim.codesign import default_path
-
-
-def generic(c, topo, budget: int) -> dict:
-    """The generic rules' policy for ``c`` on ``topo`` (no table consulted)."""
-    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
-    read = max(c.input.nbytes(r) for r in range(c.world))
-    return codesign(c.name, c.world, nbytes, traits(topo), budget, c.is_reduce, Policy(), read).to_dict()
 
 
 def compare(name: str) -> list[dict]:
@@ -46,8 +38,7 @@ def compare(name: str) -> list[dict]:
                     continue
                 c = library.from_size(cname, int(w), p["size"], "fp32")
                 t = plan(c, topo, cta_budget=budget, check=False)
-                g_pol = generic(c, topo, budget)
-                g = plan(c, topo, g_pol, cta_budget=budget, check=False)
+                g = plan(c, topo, generic(c, topo, budget).to_dict(), cta_budget=budget, check=False)
                 tt = simulate(t, topo, record=False).time_us
                 gt = simulate(g, topo, record=False).time_us
                 rows.append({"topology": name, "world": int(w), "collective": cname, "size": p["size"],

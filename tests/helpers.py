@@ -1,5 +1,9 @@
 """Shared test helpers: random inputs per dtype and comparison with the semantic oracle."""
+import json
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from purlin.spec import evaluate
 
@@ -31,14 +35,11 @@ def assert_matches(c, schedule, got, inputs):
             assert np.array_equal(got[q], want[q]), f"rank {q} differs from the spec"
 
 
-RESULTS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 def load_result(name: str) -> dict:
     """A committed file of benchmarks/results, parsed; the test skips if it is not committed."""
-    import json
-
-    import pytest
     path = RESULTS / name
     if not path.exists():
         pytest.skip(f"{name} is not committed")

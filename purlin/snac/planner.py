@@ -59,11 +59,19 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
         auto = [k for k in ("regime", "algorithm") if getattr(policy, k) == "auto"]
         auto += [k for k in ("chunk_nbytes", "put_ctas", "consumer_ctas") if getattr(policy, k) is None]
         source = {"source": "policy", "auto_filled": auto}
-    read = max(c.input.nbytes(r) for r in range(c.world))
-    pol = codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, policy, read)
+    pol = generic(c, topology, cta_budget, policy)
     if source["source"] == "table" and (pol.put_ctas, pol.consumer_ctas) != (policy.put_ctas, policy.consumer_ctas):
         source["shrunk_to_budget"] = cta_budget
     return pol, source
+
+
+def generic(c: Collective, topology: Topology, cta_budget: int, base: Policy | None = None) -> Policy:
+    """The generic rules' policy for ``c`` on ``topology``, the ``auto`` fields of ``base``
+    filled (no table consulted): sized by the largest buffer of any rank, a direct copy
+    split by the most input bytes a rank holds."""
+    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
+    read = max(c.input.nbytes(r) for r in range(c.world))
+    return codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, base or Policy(), read)
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
