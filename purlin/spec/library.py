@@ -13,8 +13,12 @@ import numpy as np
 from purlin.check import check_int
 from purlin.errors import SpecError
 from purlin.spec.collective import Collective, normalize_op
-from purlin.spec.dtypes import REDUCE_OPS
+from purlin.spec.dtypes import REDUCE_OPS, dtype as _dtype
 from purlin.spec.layout import MAX_BLOCKS, Layout, packed, scattered, transposed
+
+VECTOR_ALIGN = 16
+"""Where :func:`from_size` cuts blocks by default: one 16-byte vector (whole elements
+below that, see there)."""
 
 
 def all_reduce(world: int, nbytes: int, dtype="fp32", op: str = "add") -> Collective:
@@ -226,9 +230,13 @@ def smallest_size(name: str, world: int, align: int = 16, seed: int = 0) -> int:
 
 
 def from_size(name: str, world: int, size: int, dtype="fp32", op: str | None = None,
-              root: int | None = None, seed: int = 0, align: int = 16, *,
+              root: int | None = None, seed: int = 0, align: int | None = None, *,
               max_blocks: int = MAX_BLOCKS) -> Collective:
     """Build a library collective from an nccl-tests-style ``size`` in bytes.
+
+    Blocks are cut at multiples of ``align`` bytes. By default that is 16 B (one vector),
+    or the element size where 16 B would leave every block empty: at 72 ranks 1 KiB is
+    14 B a rank, three fp32 elements, as nccl-tests counts them.
 
     ``op`` (default add) applies to reducing collectives only and ``root`` (default 0) to
     rooted ones; either given where it does not apply is an error (except ``op="add"``,
@@ -239,15 +247,18 @@ def from_size(name: str, world: int, size: int, dtype="fp32", op: str | None = N
     --------
     >>> from_size("all_gather", 4, 4096).output.nbytes(0)
     4096
-    >>> from_size("all_gather", 8, 64)
+    >>> from_size("all_gather", 8, 64).output.nbytes(0)   # 8 B a rank: two elements
+    64
+    >>> from_size("all_gather", 8, 16)
     Traceback (most recent call last):
     ...
-    purlin.errors.SpecError: all_gather at world 8: size 64 B cuts into blocks of 0 B (each rank's block is size / 8 rounded down to 16 B); the smallest size that works is 128 B
+    purlin.errors.SpecError: all_gather at world 8: size 16 B cuts into blocks of 0 B (each rank's block is size / 8 rounded down to 4 B); the smallest size that works is 32 B
     """
     key = canonical(name)
     world = check_int("world", world, lo=1, error=SpecError)
     size = check_int("size", size, lo=0, error=SpecError)
-    align = check_int("align", align, lo=1, error=SpecError)
+    auto = align is None
+    align = VECTOR_ALIGN if auto else check_int("align", align, lo=1, error=SpecError)
     if op is not None and key not in REDUCING and normalize_op(op) not in ("copy", "add"):
         raise SpecError(f"op {op!r} does not apply to {key}: it is a copy collective (no "
                         f"reduction); leave op out")
@@ -257,6 +268,9 @@ def from_size(name: str, world: int, size: int, dtype="fp32", op: str | None = N
     op = "add" if op is None else op
     root = 0 if root is None else root
     c = _from_size(key, world, size, dtype, op, root, seed, align, max_blocks)
+    if auto and not any(c.output.nbytes(r) for r in range(world)):
+        align = _dtype(dtype).itemsize   # below a vector a rank: whole elements
+        c = _from_size(key, world, size, dtype, op, root, seed, align, max_blocks)
     if not any(c.output.nbytes(r) for r in range(world)):
         least = smallest_size(key, world, align, seed)
         rule = {"all_reduce": "", "broadcast": "", "reduce": ""}.get(
