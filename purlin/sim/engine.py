@@ -37,8 +37,10 @@ import math
 import time
 from bisect import bisect_left
 from collections import Counter, defaultdict
+from operator import itemgetter
 from typing import Any
 
+from purlin.gcpause import paused
 from purlin.errors import Deadlock, ScheduleError
 from purlin.sim import tails
 from purlin.sim.calibration import Calibration, load_calibration
@@ -54,6 +56,7 @@ from purlin.topology import Topology
 
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
 _KEY = 1 << 32   # flags are keyed rank * _KEY + signal
+_value = itemgetter(0)   # of a flag's (value, landing time, seq)
 
 
 def _reads_packets(ins) -> bool:
@@ -70,6 +73,7 @@ def _aligns_first(ins: Copy, cal: Calibration) -> bool:
             and ins.dsts[0].offset % align != 0 and all(r.offset % 16 == 0 for r in refs))
 
 
+@paused()
 def simulate(schedule: Schedule, topology: Topology | str | None = None,
              calibration: Calibration | str | None = None, record: bool = True) -> SimResult:
     """Run one call of ``schedule`` on ``topology`` and return what it costs.
@@ -165,9 +169,10 @@ class _Run:
         self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
-        # flags: key -> ([values], [landing times], [seqs]) in the order issued
-        self.flags: dict[int, tuple[list[int], list[float], list[int]]] = {}
+        # flags: key -> [(value, landing time, seq), ...] in the order issued
+        self.flags: dict[int, list[tuple[int, float, int]]] = {}
         self.waiters: dict[int, list[tuple[int, _Cta]]] = {}
+        self._signal_row: dict[int, list[float]] = {}   # rank -> signal_us to each peer
         self.packets = packets(self.clock, self._wake)
         self.meta: dict[int, tuple] = {}
         self.records: list[tuple] = []
@@ -254,35 +259,44 @@ class _Run:
         self._changed()
 
     # ---- signals ------------------------------------------------------------------------
-    def _notify(self, rank: int, ins: Notify) -> None:
-        land = self.clock.now + self.fabric.signal_us(rank, ins.peer)
-        seq = self.clock.draw()
-        key = ins.peer * _KEY + ins.signal
-        book = self.flags.get(key)
-        if book is None:
-            self.flags[key] = ([ins.value], [land], [seq])
-        else:
-            book[0].append(ins.value)
-            book[1].append(land)
-            book[2].append(seq)
-        waiting = self.waiters.get(key)
-        if waiting:
-            keep = []
-            for want, c in waiting:
-                if want <= ins.value:
-                    self.clock.at_seq(land, seq, self._wake, c)
-                else:
-                    keep.append((want, c))
-            self.waiters[key] = keep
+    def _notify_run(self, rank: int, instrs: tuple, i: int, j: int) -> None:
+        """Issue the Notifies ``instrs[i:j]`` (one batch) now, in order: each flag's landing
+        (time, seq) is filed, and CTAs waiting for it get an entry at that landing."""
+        row = self._signal_row.get(rank)
+        if row is None:
+            sig = self.fabric.signal_us
+            row = self._signal_row[rank] = [sig(rank, q) for q in range(self.topology.world)]
+        clock, flags, waiters = self.clock, self.flags, self.waiters
+        now = clock.now
+        for k in range(i, j):
+            ins = instrs[k]
+            peer, value = ins.peer, ins.value
+            land = now + row[peer]
+            clock.seq += 1
+            seq = clock.seq
+            key = peer * _KEY + ins.signal
+            book = flags.get(key)
+            if book is None:
+                flags[key] = [(value, land, seq)]
+            else:
+                book.append((value, land, seq))
+            waiting = waiters.get(key)
+            if waiting:
+                keep = []
+                for want, c in waiting:
+                    if want <= value:
+                        clock.at_seq(land, seq, self._wake, c)
+                    else:
+                        keep.append((want, c))
+                waiters[key] = keep
 
     def _flag_ready(self, c: _Cta, key: int, want: int) -> bool:
         """Whether flag ``key`` is at least ``want`` for CTA ``c`` now; if not, arrange
         for ``c`` to be woken when it is (the caller then yields None)."""
         book = self.flags.get(key)
-        if book is not None and book[0][-1] >= want:
-            values, lands, seqs = book
-            j = 0 if values[0] >= want else bisect_left(values, want)
-            t, seq = lands[j], seqs[j]
+        if book is not None and book[-1][0] >= want:
+            # values rise in issue order: the first at least ``want`` is the landing
+            _, t, seq = book[0] if book[0][0] >= want else book[bisect_left(book, want, key=_value)]
             now = self.clock.now
             if t < now or (t == now and seq < c.arr):
                 return True
@@ -312,26 +326,41 @@ class _Run:
         while i < n:
             ins = instrs[i]
             kind = type(ins)
-            if kind is Wait or kind is Notify:
-                # a run of Waits (Notifies): each batch of signal_batch pays one poll (fence)
+            if kind is Wait:
+                # a run of Waits: each batch of signal_batch pays one poll
                 first = i
-                while i < n and type(instrs[i]) is kind:
+                while i < n and type(instrs[i]) is Wait:
                     ins = instrs[i]
                     c.pc = i
                     t0 = clock.now
-                    head = (i - first) % sig_batch == 0
-                    if kind is Wait:
-                        if not self._flag_ready(c, rkey + ins.signal, ins.value):
-                            yield None
-                        elif check_us and head:
-                            yield check_us
-                    else:
-                        if issue_us and head:
-                            yield issue_us
-                        self._notify(rank, ins)
+                    if not self._flag_ready(c, rkey + ins.signal, ins.value):
+                        yield None
+                    elif check_us and (i - first) % sig_batch == 0:
+                        yield check_us
                     if rec is not None:
-                        rec((rank, cta, i, kind.__name__, t0, clock.now, 0))
+                        rec((rank, cta, i, "Wait", t0, clock.now, 0))
                     i += 1
+                run = 0
+                continue
+            if kind is Notify:
+                # a run of Notifies: each batch of signal_batch pays one release fence
+                first = i
+                while i < n and type(instrs[i]) is Notify:
+                    c.pc = i
+                    t0 = clock.now
+                    if issue_us and (i - first) % sig_batch == 0:
+                        yield issue_us
+                    # the batch's flags are filed at one time: their landings differ only
+                    # by path latency
+                    stop = min(n, i + sig_batch - (i - first) % sig_batch)
+                    j = i
+                    while j < stop and type(instrs[j]) is Notify:
+                        j += 1
+                    self._notify_run(rank, instrs, i, j)
+                    if rec is not None:
+                        for k in range(i, j):
+                            rec((rank, cta, k, "Notify", t0 if k == i else clock.now, clock.now, 0))
+                    i = j
                 run = 0
                 continue
             c.pc = i
@@ -417,7 +446,7 @@ class _Run:
         tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.clock.now:.3f} us)"
         if isinstance(ins, Wait):
             book = self.flags.get(rank * _KEY + ins.signal)
-            have = max(book[0]) if book else 0
+            have = max(v for v, _, _ in book) if book else 0
             writers = [f"rank {p.rank} cta {p.cta} instr {j}"
                        + (" (stuck)" if pcs.get((p.rank, p.cta), -1) >= 0 else "")
                        for p in self.schedule.programs for j, x in enumerate(p.instrs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from purlin.gcpause import paused
 from purlin.check import check_bool, check_int
 from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
@@ -80,6 +81,7 @@ def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | No
     return resolve(c, topology, policy, cta_budget, table)[0]
 
 
+@paused()
 def plan(collective: Collective, topology: Topology | str | None = None,
          policy: Policy | dict | None = None, cta_budget: int = 64,
          check: bool = True, table=None, *,
@@ -143,7 +145,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     else:
         ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align, pol.push_nbytes)
     ops, staging = _compact_staging(ops)
-    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence)
+    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence, pol.notify_order)
     sched = Schedule(c, synced.programs, staging, packets, synced.num_signals,
                      synced.epoch_stride, topology=topology_ref(topo),
                      reduction="any" if pol.algorithm == "ring" and c.is_reduce else "rank",

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from purlin.errors import PlanError
+from purlin.snac.sync import NOTIFY_ORDERS
 
 log = logging.getLogger("purlin.codesign")
 
@@ -27,7 +28,7 @@ ATOMS = ("sm", "tma", "ce", "switch")
 FENCES = ("rank", "cta")
 KiB, MiB = 1 << 10, 1 << 20
 # Options added after schedules were first recorded, with the value that plans as before.
-LATER_OPTIONS = {"fence": "rank", "push_nbytes": None}
+LATER_OPTIONS = {"fence": "rank", "push_nbytes": None, "notify_order": "rank"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Policy:
         peer CTA). See :mod:`purlin.snac.sync`.
     push_nbytes: latency regime: bytes per packet push, a multiple of ``chunk_nbytes``
         that consumers split into chunks (None: one push per chunk).
+    notify_order: in which order a CTA signals the peers one op releases: ``rank``
+        (rank 0 first) or ``rotated`` (rank r starts with r+1, so each rank is first for
+        one notifier and last for one, instead of rank W-1 last for all).
     """
 
     regime: str = "auto"
@@ -65,6 +69,7 @@ class Policy:
     align: int = 16
     fence: str = "rank"
     push_nbytes: int | None = None
+    notify_order: str = "rank"
 
     def __new__(cls, *args: Any, **fields: Any) -> "Policy":
         """Refuse a field the dataclass does not have with a PlanError (not a TypeError),
@@ -101,6 +106,9 @@ class Policy:
                 raise PlanError(f"policy.{name} {v}: must be <= {hi:,} (a sanity bound)")
         if not isinstance(self.fence, str) or self.fence not in FENCES:
             raise PlanError(f"policy.fence {self.fence!r}: choose one of {', '.join(FENCES)}")
+        if not isinstance(self.notify_order, str) or self.notify_order not in NOTIFY_ORDERS:
+            raise PlanError(f"policy.notify_order {self.notify_order!r}: choose one of "
+                            f"{', '.join(NOTIFY_ORDERS)}")
         if self.align & (self.align - 1):
             raise PlanError(f"policy.align {self.align}: must be a power of two (the Atom's "
                             f"vector width in bytes: 16, or 32 on Blackwell)")

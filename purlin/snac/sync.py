@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
@@ -53,15 +55,20 @@ class Synced:
 
 
 FENCES = ("rank", "cta")
+NOTIFY_ORDERS = ("rank", "rotated")
+"""In which order a CTA signals the peers one op releases: ``rank`` (rank 0 first) or
+``rotated`` (rank r starts with r+1, wrapping: no rank is last for every notifier)."""
 
 
 def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
-                fence: str = "rank") -> Synced:
+                fence: str = "rank", notify_order: str = "rank") -> Synced:
     """Build programs with signals from ``ops`` in logical order. Pure. ``fence``: which
     CTAs of an owner wait at call end for the peers that touched its memory (see the
-    module docstring)."""
+    module docstring); ``notify_order``: one of :data:`NOTIFY_ORDERS`."""
     if fence not in FENCES:
         raise PlanError(f"policy.fence {fence!r}: choose one of {', '.join(FENCES)}")
+    if notify_order not in NOTIFY_ORDERS:
+        raise PlanError(f"policy.notify_order {notify_order!r}: choose one of {', '.join(NOTIFY_ORDERS)}")
     n = len(ops)
     start = [n + r for r in range(world)]          # virtual op ids: call start per rank
     end = [n + world + r for r in range(world)]    # and call end per rank (on CTA 0)
@@ -87,6 +94,9 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
     # when remote (no writer, and no later write to order after it)
     inputs_read_only = not any(r.buffer == "input" for o in ops for r in o.dsts)
+    # outputs nobody reads, each byte written once (direct plans): a write there only
+    # needs the owner's start when remote, so no shadow map is kept for them
+    outputs_write_once = _write_once(ops, "output")
 
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
     for i, op in enumerate(ops):
@@ -129,6 +139,11 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             if ref.rank != op.rank:
                 _touch(last_touch, op, ref, i)
         for ref in op.dsts:
+            if outputs_write_once and ref.buffer == "output":
+                if ref.rank != op.rank:
+                    dep.add(start[ref.rank])
+                    last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+                continue
             key = (ref.rank, ref.buffer)
             lo, hi = ref.offset, ref.offset + op.nbytes
             w_map = writers.get(key)
@@ -165,7 +180,23 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
             deps[end_of(writer, cta)].add(i)
     ends = end + [spread[k] for k in sorted(spread)]
-    return _emit(ops, world, deps, pdeps, gens, start, ends, dtype, op_name, atom, where)
+    return _emit(ops, world, deps, pdeps, gens, start, ends, dtype, op_name, atom, where,
+                 notify_order == "rotated")
+
+
+def _write_once(ops: list[Op], buffer: str) -> bool:
+    """Whether no op reads ``buffer`` and no two op writes (nor two stores of one op)
+    overlap there; puts (packet stores) do not count as writes of it."""
+    if any(r.buffer == buffer for o in ops for r in o.srcs) or any(
+            o.kind == "put" for o in ops if any(r.buffer == buffer for r in o.dsts)):
+        return False
+    spans = [(r.rank, r.offset, r.offset + o.nbytes) for o in ops for r in o.dsts if r.buffer == buffer]
+    if not spans:
+        return True
+    a = np.array(spans, dtype=np.int64)
+    a = a[np.lexsort((a[:, 1], a[:, 0]))]
+    same = a[1:, 0] == a[:-1, 0]
+    return bool(not (same & (a[1:, 1] < a[:-1, 2])).any())
 
 
 def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
@@ -174,7 +205,8 @@ def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
     last_touch[key] = (i, prev[1] or ref.buffer in USER)
 
 
-def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where) -> Synced:
+def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where,
+          rotated: bool) -> Synced:
     n = len(ops)
     consumers: dict[int, set[int]] = {}
     for i, ds in deps.items():
@@ -241,6 +273,8 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
         cs = consumers.get(i)
         if cs:
             targets = sorted({where[c][0] for c in cs if where[c] != me})
+            if rotated and len(targets) > 1:
+                targets.sort(key=lambda t, r=me[0]: (t - r) % world)
             if targets:
                 counter[me] = v = counter.get(me, 0) + 1
                 value[i] = v

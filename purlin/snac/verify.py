@@ -26,6 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from itertools import chain
 
+from purlin.gcpause import paused
 from purlin.errors import Deadlock, ScheduleError
 from purlin.snac.clocks import Clocks, Untracked, tracked_programs
 from purlin.snac.intervals import IntervalMap
@@ -39,6 +40,7 @@ from purlin.spec.collective import output_sources
 USER = ("input", "output")
 
 
+@paused()
 def verify(s: Schedule) -> Schedule:
     """Raise ScheduleError (or Deadlock) for the first broken rule; return ``s`` if sound.
 

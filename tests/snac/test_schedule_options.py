@@ -1,4 +1,5 @@
-"""The schedule options the codesign search added (policy.fence, policy.push_nbytes):
+"""The schedule options the codesign search added (policy.fence, policy.push_nbytes,
+policy.notify_order):
 unset they plan exactly as before; set, every plan verifies and the reference executor
 gives the spec's answer, over repeated calls; and they change what they say they change."""
 import numpy as np
@@ -19,7 +20,9 @@ SHAPES = [Policy(regime="direct", algorithm="two_shot", fence="cta"),
           Policy(regime="throughput", algorithm="two_shot", fence="cta"),
           Policy(regime="throughput", algorithm="ring", fence="cta"),
           Policy(regime="latency", algorithm="one_shot", push_nbytes=128),
-          Policy(regime="latency", algorithm="two_shot", push_nbytes=192)]
+          Policy(regime="latency", algorithm="two_shot", push_nbytes=192),
+          Policy(regime="direct", algorithm="two_shot", fence="cta", notify_order="rotated"),
+          Policy(regime="throughput", algorithm="one_shot", notify_order="rotated")]
 
 
 def run(c, pol, calls=3, chunk=64, staging=512, topology=None, budget=64):
@@ -33,7 +36,7 @@ def run(c, pol, calls=3, chunk=64, staging=512, topology=None, budget=64):
     return s
 
 
-@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}")
+@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}")
 @pytest.mark.parametrize("w", [2, 3, 5, 8])
 def test_new_shapes_run_right_on_the_reference_executor(w, pol):
     for c in collectives(w, 96):
@@ -53,9 +56,10 @@ def test_unset_options_plan_as_before():
     c = library.all_reduce(4, 4096)
     for regime in ("latency", "throughput", "direct"):
         a = plan(c, policy=Policy(regime=regime, chunk_nbytes=256))
-        b = plan(c, policy=Policy(regime=regime, chunk_nbytes=256, fence="rank", push_nbytes=None))
+        b = plan(c, policy=Policy(regime=regime, chunk_nbytes=256, fence="rank", push_nbytes=None,
+                                  notify_order="rank"))
         assert to_json(a) == to_json(b)
-        assert "fence" not in a.policy and "push_nbytes" not in a.policy
+        assert "fence" not in a.policy and "push_nbytes" not in a.policy and "notify_order" not in a.policy
     one = plan(c, policy=Policy(regime="latency", chunk_nbytes=256, push_nbytes=256))
     assert programs_digest(one) == programs_digest(plan(c, policy=Policy(regime="latency", chunk_nbytes=256)))
 
@@ -96,14 +100,34 @@ def test_push_nbytes_pushes_fewer_larger_packets():
     verify(s)
 
 
+def test_rotated_notify_order_starts_each_rank_with_the_next():
+    """Direct AllGather, 8 ranks: every notifying run of rank r names r+1, r+2, ... and
+    wraps; in rank order it names 0, 1, ... skipping r. The same Notifies either way."""
+    c = library.all_gather(8, 8 * 4096)
+    base = Policy(regime="direct", algorithm="one_shot", chunk_nbytes=4096, put_ctas=2, consumer_ctas=1)
+
+    def runs(s):
+        out = {}
+        for p in s.programs:
+            peers = [x.peer for x in p.instrs if isinstance(x, Notify)]
+            out[(p.rank, p.cta)] = peers[:7]
+        return out
+    rank, rot = runs(plan(c, policy=base)), runs(plan(c, policy=base.with_(notify_order="rotated")))
+    assert rank[(3, 0)] == [0, 1, 2, 4, 5, 6, 7] and rot[(3, 0)] == [4, 5, 6, 7, 0, 1, 2]
+    assert rot[(7, 1)] == [0, 1, 2, 3, 4, 5, 6] and rank[(0, 0)] == rot[(0, 0)]
+    assert all(sorted(rank[k]) == sorted(rot[k]) for k in rank)
+
+
 def test_bad_option_values_are_refused():
     with pytest.raises(PlanError, match="policy.fence 'all': choose one of rank, cta"):
         Policy(fence="all").check()
+    with pytest.raises(PlanError, match="policy.notify_order 'ring': choose one of rank, rotated"):
+        Policy(notify_order="ring")
     with pytest.raises(PlanError, match="push_nbytes 100 is not a multiple of chunk_nbytes 64"):
         Policy(chunk_nbytes=64, push_nbytes=100).check()
 
 
-@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}")
+@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}")
 def test_new_shapes_run_right_on_the_gpu_kernels_cpu_model(pol):
     """The GPU interpreter's CPU model (purlin.backends.gpu.emulate reads the encoded
     arrays as cuda/snac.cu does) gives the reference executor's bytes, over calls."""

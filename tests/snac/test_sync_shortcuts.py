@@ -1,0 +1,67 @@
+"""Shortcuts in sync insertion and in the phases' housekeeping plan exactly what the
+long way plans."""
+import gc
+
+import pytest
+
+from purlin.sim import simulate
+from purlin.snac import Policy, plan, sync
+from purlin.snac.ir import Ref
+from purlin.snac.serialize import to_json
+from purlin.snac.sync import Op, _write_once
+from purlin.snac.verify import verify
+from purlin.spec import library
+from purlin.topology import load_topology, minimal
+
+CASES = [("all_gather", 8, 1 << 16, "direct"), ("all_reduce", 8, 1 << 16, "direct"),
+         ("reduce_scatter_v", 5, 5 << 12, "direct"), ("all_to_all", 8, 1 << 15, "direct"),
+         ("all_reduce", 8, 1 << 14, "throughput"), ("all_gather_v", 8, 1 << 13, "latency"),
+         ("all_gather", 72, 1 << 20, "direct"), ("all_reduce", 72, 1 << 20, "direct")]
+
+
+@pytest.mark.parametrize("name,world,size,regime", CASES)
+def test_outputs_written_once_plan_as_with_shadow_maps(name, world, size, regime, monkeypatch):
+    topo = load_topology("gb200-nvl72") if world == 72 else minimal(world)
+    c = library.from_size(name, world, size)
+    pol = Policy(regime=regime)
+    fast = plan(c, topo, pol, check=world <= 8)
+    monkeypatch.setattr(sync, "_write_once", lambda ops, buffer: False)
+    slow = plan(c, topo, pol, check=False)
+    assert to_json(fast) == to_json(slow)
+
+
+def _op(rank, srcs, dsts, n=16, kind="copy"):
+    return Op(rank, 0, "put", kind, tuple(srcs), tuple(dsts), n)
+
+
+def test_write_once_needs_disjoint_unread_outputs():
+    a, b = Ref(0, "output", 0), Ref(0, "output", 16)
+    inp = Ref(1, "input", 0)
+    assert _write_once([_op(1, [inp], [a]), _op(1, [inp], [b])], "output")
+    assert not _write_once([_op(1, [inp], [a]), _op(1, [inp], [Ref(0, "output", 8)])], "output")
+    assert not _write_once([_op(1, [inp], [a, Ref(0, "output", 15)])], "output")   # one op, two stores
+    assert not _write_once([_op(1, [inp], [a]), _op(0, [a], [Ref(0, "staging", 0)])], "output")
+    assert _write_once([_op(1, [inp], [a]), _op(1, [inp], [Ref(1, "output", 0)])], "output")
+    assert not _write_once([_op(1, [inp], [Ref(0, "output", 0)], kind="put")], "output")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_phases_leave_the_collector_as_they_found_it(enabled):
+    """plan, verify and simulate hold the cyclic collector off while they run
+    (purlin.gcpause) and hand it back in the state they found it, also on an error."""
+    c = library.all_reduce(4, 4096)
+    topo = minimal(4)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        s = plan(c, topo)
+        assert gc.isenabled() is enabled
+        verify(s)
+        assert gc.isenabled() is enabled
+        assert simulate(s, calibration="synthetic", record=False).time_us > 0
+        assert gc.isenabled() is enabled
+        with pytest.raises(Exception, match="cta_budget"):
+            plan(c, topo, cta_budget=0)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
