@@ -195,7 +195,8 @@ class Traits:
     rtt_us: a round trip between two ranks (twice the path latency, links and switches,
     to rank 0's farthest direct peer; 0 on one GPU, where the topology states none).
     per_sm_gbps: one SM's NVLink read rate. fully_connected: every pair is direct.
-    shared_memory: the ranks share one GPU (a loopback topology).
+    shared_memory: the ranks share one GPU (a loopback topology). in_switch_reduce: a
+    switch reduces (NVLS), so the ``switch`` Atom can run.
     """
 
     world: int
@@ -204,6 +205,7 @@ class Traits:
     per_sm_gbps: float
     fully_connected: bool = True
     shared_memory: bool = False
+    in_switch_reduce: bool = False
 
     @property
     def bdp_nbytes(self) -> float:
@@ -236,7 +238,8 @@ def traits(topology) -> Traits:
     peers = direct_peers(topology, 0)
     rtt = 2 * max((path_latency_us(topology, 0, q) for q in peers), default=0.0)
     return Traits(topology.world, out, rtt, gpu.nvlink_per_sm_gbps,
-                  is_fully_connected(topology), False)
+                  is_fully_connected(topology), False,
+                  any(sw.in_switch_reduce for sw in topology.switches))
 
 
 # ---- the generic rules ---------------------------------------------------------------
@@ -247,6 +250,22 @@ LATENCY_CHUNK = (1 * KiB, 64 * KiB)
 MIN_CHUNK = 16 * KiB
 # At most this many chunks per rank: bounds the instructions to plan and simulate.
 MAX_CHUNKS = 512
+# Past this per-rank input an even ReduceScatter on the SM beats the switch Atom: links
+# bind there, and the SM moves (W - 1) / W of each input over them where the switch moves
+# all of it at its protocol overhead (gb200-nvl72 and rubin-nvl144 cross over between 16
+# and 64 MiB: benchmarks/results/generic_rules.json).
+SWITCH_REDUCE_SCATTER_MAX = 16 * MiB
+
+
+def in_switch(name: str, nbytes: int, t: Traits, is_reduce: bool) -> bool:
+    """Whether the generic rules reduce in the switch: a reduction on a fully connected
+    topology whose switches reduce, at any size but an even ReduceScatter's large ones.
+    A CTA reducing on the SM streams every source (its rate falls as 1/W, and a V split's
+    largest shard waits on one rank's CTAs), while each source crosses its uplink once to
+    the switch, and an AllReduce's result comes down once to every rank (multicast)."""
+    if not (is_reduce and t.in_switch_reduce and t.fully_connected and not t.shared_memory):
+        return False
+    return name != "reduce_scatter" or nbytes <= SWITCH_REDUCE_SCATTER_MAX
 
 
 def latency_max_nbytes(name: str, world: int, t: Traits, is_reduce: bool) -> float:
@@ -293,7 +312,12 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
 
     Past the latency regime a fully connected world takes the zero-copy direct regime
     (staging is an extra copy, and the CTA count, not the staging, sets the pace) with
-    the end fence spread over the CTAs; a ring otherwise. Role CTAs beyond
+    the end fence spread over the CTAs; a ring otherwise. A reduction where the switches
+    reduce takes the direct regime with the ``switch`` Atom (:func:`in_switch`). A copy
+    left wholly to the rules signals its peers in rotated order (rank r first tells r+1):
+    the order its puts go out in (destinations rotate from rank+1), so the peer a put
+    CTA writes first is the first to release it, and no rank is last for every notifier.
+    Role CTAs beyond
     ``cta_budget`` are shrunk, the larger role first. ``read_nbytes``: the most input
     bytes a rank holds (default ``nbytes``); a direct copy splits those over its CTAs,
     since each input byte is read once and stored to every holder (an AllGather's block,
@@ -311,6 +335,10 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     """
     base = base or Policy()
     regime, algorithm = base.regime, base.algorithm
+    auto = base.is_auto()
+    switch = auto and in_switch(name, nbytes, t, is_reduce)
+    if switch:
+        regime = "direct"
     if regime == "auto":
         bulk = "direct" if t.fully_connected else "throughput"
         regime = "latency" if nbytes <= latency_max_nbytes(name, world, t, is_reduce) else bulk
@@ -343,9 +371,11 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
         else:
             cons = max(1, cons // 2)
     fence = base.fence
-    if base.is_auto() and regime == "direct":
+    if auto and regime == "direct":
         fence = "cta"
     pol = replace(base, regime=regime, algorithm=algorithm, chunk_nbytes=chunk,
-                  put_ctas=put, consumer_ctas=cons, fence=fence).check()
+                  put_ctas=put, consumer_ctas=cons, fence=fence,
+                  atom="switch" if switch else base.atom,
+                  notify_order="rotated" if auto and not is_reduce else base.notify_order).check()
     log.debug("codesign (generic rules) %s W=%d %d B -> %s", name, world, nbytes, pol)
     return pol

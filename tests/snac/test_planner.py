@@ -1,4 +1,5 @@
 """Structural tests: plans checked without running them."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_generic_rules_read_the_topology():
     the threshold), Purlin's reader floor for CTAs, the budget less one on the role that
     works for direct, a chunk of one bandwidth-delay product."""
     h200 = load_topology("hgx-h200-8")
-    t = traits(h200)
+    t = dataclasses.replace(traits(h200), in_switch_reduce=False)   # the SM rules (switch: below)
     assert (t.link_gbps, round(t.rtt_us, 6), t.reader_floor) == (370.0, 0.9, 7)   # ceil(0.8 x 370 / 46)
     lat = latency_max_nbytes("all_reduce", 8, t, True)
     assert lat == pytest.approx(2 * 370e3 * 0.9 / 7)                               # 95 KB
@@ -143,6 +144,25 @@ def test_generic_rules_read_the_topology():
     mesh = traits(load_topology("mesh-2d-16"))
     ring = codesign("all_gather", 16, 1 << 20, mesh)
     assert (ring.regime, ring.algorithm) == ("throughput", "ring")
+
+
+def test_generic_rules_reduce_in_the_switch_where_it_reduces():
+    """Where the switches reduce, a reduction left to the rules takes the direct regime
+    and the switch Atom at every size, but an even ReduceScatter past 16 MiB a rank
+    (links bind: the SM moves (W - 1) / W of each input, the switch all of it); copies
+    signal their peers in rotated order, reductions in rank order."""
+    t = traits(load_topology("gb200-nvl72"))
+    assert t.in_switch_reduce and not traits(load_topology("mesh-2d-16")).in_switch_reduce
+    for name, size, atom in (("all_reduce", 4 << 10, "switch"), ("all_reduce", 1 << 30, "switch"),
+                             ("reduce_scatter", 16 << 20, "switch"), ("reduce_scatter", 64 << 20, "sm"),
+                             ("reduce_scatter_v", 1 << 30, "switch")):
+        p = codesign(name, 72, size, t, is_reduce=True)
+        assert (p.regime, p.atom, p.notify_order) == ("direct", atom, "rank"), (name, size)
+    for name in ("all_gather", "all_to_all_v"):
+        p = codesign(name, 72, 64 << 20, t)
+        assert (p.regime, p.atom, p.notify_order) == ("direct", "sm", "rotated")
+    chosen = codesign("all_reduce", 72, 1 << 20, t, is_reduce=True, base=Policy(regime="direct"))
+    assert (chosen.atom, chosen.notify_order) == ("sm", "rank")   # a caller's choice: no rule on top
 
 
 def test_generic_rules_on_one_gpu_take_the_direct_regime():
