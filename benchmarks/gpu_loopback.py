@@ -12,6 +12,7 @@ Run (after `pip install -e .`): python3 benchmarks/gpu_loopback.py
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from gpu_common import (cupy, header, least_traffic, median, memcpy_roofline, nccl_table,

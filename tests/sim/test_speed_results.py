@@ -1,5 +1,5 @@
 """The committed simulator-speed results say what their points say (no test times anything:
-these check that benchmarks/results/sim_speed.json and sim_scale.json, written by
+these check that benchmarks/results/sim_speed_*.json and sim_scale.json, written by
 benchmarks/sim_speed.py and sim_scale.py, are consistent with their own raw rows)."""
 
 import pytest
@@ -10,7 +10,7 @@ from tests.helpers import load_result
 _load = load_result
 
 
-SPEED_FILES = ("sim_speed.json", "sim_speed_nvl72_2core.json")
+SPEED_FILES = ("sim_speed_racks.json", "sim_speed_nvl72_2core.json")
 
 
 @pytest.mark.parametrize("name", SPEED_FILES)
