@@ -178,6 +178,8 @@ def _add_sim_verbs(sub) -> None:
     p.add_argument("--trace", metavar="FILE", help="Perfetto trace of one call at the largest size")
     p.add_argument("--plot", metavar="FILE", help="bandwidth-vs-size PNG")
     p.add_argument("--gantt", metavar="FILE", help="timeline PNG of one call at the largest size")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes simulating the sizes side by side (default: all cores)")
     _common(p)
     p.set_defaults(func=cmd_sim, topology="hgx-h200-8")
     p = sub.add_parser("sweep", help="sweep policies x sizes x topologies; pick the best per size band")
@@ -201,6 +203,11 @@ def _add_sim_verbs(sub) -> None:
 def cmd_sim(args: argparse.Namespace) -> int:
     """``purlin sim``: predict collectives over sizes, print nccl-tests-style tables, write
     plots/traces on request."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from contextlib import nullcontext
+
+    from purlin.check import check_int
     from purlin.sim import format_table, plot_bandwidth, plot_timeline, predict, simulate_collective
     from purlin.sim.calibration import load_calibration
     from purlin.sim.predict import check_points
@@ -217,16 +224,20 @@ def cmd_sim(args: argparse.Namespace) -> int:
     kw = dict(dtype=dtype, cta_budget=ctas, **lim)
     per = {n: dict(kw, op=op if n in library.REDUCING else None,
                    root=root if n in library.ROOTED else None) for n in names}
+    workers = None if args.workers is None else check_int("--workers", args.workers, lo=1,
+                                                          fix="it is a process count")
     for name in names:
         check_points(name, topo, sizes, pol, **per[name])
     if (args.trace or args.gantt) and len(names) > 1:
         ca.warn("sim", f"--trace/--gantt show one call: {names[0]} at {sizes[-1]} B")
     all_rows = []
-    for name in names:
-        rows = predict(name, topo, sizes, pol, calibration=cal, **per[name])
-        print(f"# {name} on {topo.name}")
-        print(format_table(rows))
-        all_rows += rows
+    workers = workers or os.cpu_count() or 1
+    with (ProcessPoolExecutor(workers) if workers > 1 and len(sizes) > 1 else nullcontext()) as pool:
+        for name in names:
+            rows = predict(name, topo, sizes, pol, calibration=cal, executor=pool, **per[name])
+            print(f"# {name} on {topo.name}", flush=True)
+            print(format_table(rows), flush=True)
+            all_rows += rows
     if args.json:
         with open(args.json, "w") as f:
             json.dump(all_rows, f, indent=1)

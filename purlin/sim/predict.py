@@ -164,7 +164,7 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
             root: int | None = None, calibration: Calibration | str | None = None,
             world: int | None = None, cta_budget: int = 64,
             max_instructions: int | None = None,
-            max_memory_nbytes: int | None = None) -> list[dict[str, Any]]:
+            max_memory_nbytes: int | None = None, executor: Any = None) -> list[dict[str, Any]]:
     """Plan (``purlin.snac.plan``) and simulate ``collective`` at every size.
 
     Every size is checked (spec, policy, calibration, plan limits) before the first is
@@ -187,6 +187,9 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
         Default: the topology's ``gpu_kind`` file.
     max_instructions, max_memory_nbytes : int, optional
         Plan limits (:func:`purlin.snac.plan`; None: its defaults).
+    executor : concurrent.futures.Executor, optional
+        Where the sizes run (each is independent: a process pool runs them side by side,
+        with the same answers); None: one after another, here.
 
     Returns
     -------
@@ -208,11 +211,18 @@ def predict(collective: str, topology: Topology | str, sizes: Iterable[int | str
     check_points(collective, topo, sizes, policy, dtype=dtype, op=op, root=root,
                  cta_budget=cta_budget, max_instructions=max_instructions,
                  max_memory_nbytes=max_memory_nbytes)
-    return [simulate_collective(collective, topo, size, policy, dtype=dtype, op=op, root=root,
-                                calibration=cal, cta_budget=cta_budget, record=False,
-                                max_instructions=max_instructions,
-                                max_memory_nbytes=max_memory_nbytes).row()
-            for size in sizes]
+    kw = dict(dtype=dtype, op=op, root=root, calibration=cal, cta_budget=cta_budget,
+              max_instructions=max_instructions, max_memory_nbytes=max_memory_nbytes)
+    if executor is None:
+        return [_row(collective, topo, size, policy, kw) for size in sizes]
+    futures = {size: executor.submit(_row, collective, topo, size, policy, kw)
+               for size in sorted(set(sizes), reverse=True)}   # the longest first
+    return [futures[size].result() for size in sizes]
+
+
+def _row(collective: str, topo: Topology, size: int, policy: Any, kw: dict) -> dict[str, Any]:
+    """One size of :func:`predict` (a top-level function, so a process pool can run it)."""
+    return simulate_collective(collective, topo, size, policy, record=False, **kw).row()
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

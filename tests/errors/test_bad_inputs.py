@@ -337,6 +337,8 @@ ROWS = [
         ("--op max", "are copy collectives"), "silent"),
     Row("sim-op-unknown", Cli(["sim", "all_reduce", "-s", "1K", "--op", "avg"]), UsageError,
         ("--op 'avg'", "must be a reduction"), "clear"),
+    Row("sim-workers-zero", Cli(["sim", "all_reduce", "-s", "1K", "--workers", "0"]), UsageError,
+        ("--workers 0", ">= 1", "process count"), "silent"),
     Row("sim-too-small", Cli(["sim", "all_gather", "-s", "16"]), SpecError,
         ("all_gather at world 8", "smallest size that works is 32 B"), "silent"),
     Row("sim-calibration-unknown", Cli(["sim", "all_reduce", "-s", "1K", "--calibration", "h900"]),

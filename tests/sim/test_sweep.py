@@ -14,6 +14,16 @@ SIZES = [1 << 10, 1 << 14, 1 << 18]
 POLICIES = [None, {"regime": "latency"}, Policy(regime="throughput")]
 
 
+def test_predict_on_a_process_pool_gives_the_same_rows_in_size_order():
+    from concurrent.futures import ProcessPoolExecutor
+    sizes = [4096, 1 << 16, 1024, 1 << 20]
+    serial = predict("all_reduce", minimal(4), sizes, calibration="synthetic")
+    with ProcessPoolExecutor(2) as pool:
+        pooled = predict("all_reduce", minimal(4), sizes, calibration="synthetic", executor=pool)
+    assert [r["size"] for r in pooled] == sizes
+    assert pooled == serial
+
+
 def test_predict_rows_are_nccl_tests_rows():
     rows = predict("AllReduce", "hgx-h200-8", "1K:4K")
     assert [r["size"] for r in rows] == [1024, 2048, 4096]
