@@ -23,8 +23,8 @@ from pathlib import Path
 from common import write
 from sim_point import baseline_checkout, measure_all
 
-SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
-         "reduce_scatter_v", "all_to_all_v")
+from purlin.spec.library import PURLIN_SEVEN as SEVEN
+
 SIZES = {"gb200-nvl72": [1 << e for e in range(20, 31, 2)],          # 1 MiB .. 1 GiB, x4
          "rubin-nvl144": [1 << 18, 1 << 20, 1 << 24]}                     # 256 KiB .. 16 MiB
 

@@ -343,16 +343,14 @@ class _Run:
                 run = 0
                 continue
             if kind is Notify:
-                # a run of Notifies: each batch of signal_batch pays one release fence
-                first = i
+                # a run of Notifies: each batch of signal_batch pays one release fence, and
+                # its flags are filed at one time (their landings differ by path latency)
                 while i < n and type(instrs[i]) is Notify:
                     c.pc = i
                     t0 = clock.now
-                    if issue_us and (i - first) % sig_batch == 0:
+                    if issue_us:
                         yield issue_us
-                    # the batch's flags are filed at one time: their landings differ only
-                    # by path latency
-                    stop = min(n, i + sig_batch - (i - first) % sig_batch)
+                    stop = min(n, i + sig_batch)
                     j = i
                     while j < stop and type(instrs[j]) is Notify:
                         j += 1

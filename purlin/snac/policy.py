@@ -18,14 +18,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from purlin.errors import PlanError
-from purlin.snac.sync import NOTIFY_ORDERS
+from purlin.snac.sync import FENCES, NOTIFY_ORDERS
 
 log = logging.getLogger("purlin.codesign")
 
 REGIMES = ("latency", "throughput", "direct")
 ALGORITHMS = ("one_shot", "two_shot", "ring")
 ATOMS = ("sm", "tma", "ce", "switch")
-FENCES = ("rank", "cta")
 KiB, MiB = 1 << 10, 1 << 20
 # Options added after schedules were first recorded, with the value that plans as before.
 LATER_OPTIONS = {"fence": "rank", "push_nbytes": None, "notify_order": "rank"}
@@ -154,7 +153,6 @@ class Policy:
         return replace(self, **changes).check()
 
 
-ATOMS = ("sm", "tma", "ce", "switch")
 _OPTIONAL = ("chunk_nbytes", "put_ctas", "consumer_ctas", "push_nbytes")
 _INT_RANGES = {"chunk_nbytes": (1, 1 << 40), "put_ctas": (1, 1 << 16),
                "consumer_ctas": (1, 1 << 16), "staging_nbytes": (1, 1 << 44), "align": (1, 4096),

@@ -204,7 +204,7 @@ def v_splits(world: int, total: int, align: int = 16, seed: int = 0, zeros: bool
     return [int(u) * align for u in raw]
 
 
-def smallest_size(name: str, world: int, align: int = 16, seed: int = 0) -> int:
+def smallest_size(name: str, world: int, align: int = VECTOR_ALIGN, seed: int = 0) -> int:
     """The smallest nccl-tests ``size`` at which :func:`from_size` gives ``name`` a block
     that is not empty (split collectives cut the size into W aligned blocks; V forms into
     skewed splits).
