@@ -13,8 +13,8 @@ become flows in a :class:`~purlin.sim.fluid.FluidModel`; the engine owns the glu
 Signals are monotonic per (rank, signal): ``Notify`` costs the notifier the release
 fence (``notify_issue_us``) and the flag lands ``signal_latency_us`` + path latency
 later; ``Wait`` costs ``wait_check_us`` if the flag is already there. Up to
-``signal_batch`` Notifies (Waits) in a row are one batch, as the executor runs them: one
-fence (one poll) for all. A flag is not an event: its landing (time, seq) is filed when
+``signal_batch`` flags of a run of Notifies (Waits) are one batch, as the executor runs
+them: one fence (one poll) for all, whether one instruction names them or several. A flag is not an event: its landing (time, seq) is filed when
 it is issued, a Wait compares it with the time it looks (a flag landing at that very
 time counts if its seq is the smaller, as its landing event would have run first), and
 only a CTA that must wait for it gets an entry, filed under the flag's seq. Packets land
@@ -57,6 +57,17 @@ from purlin.topology import Topology
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
 _KEY = 1 << 32   # flags are keyed rank * _KEY + signal
 _value = itemgetter(0)   # of a flag's (value, landing time, seq)
+
+
+def _notify_records(rec, rank: int, cta: int, instrs: tuple, first: int, end: int,
+                    starts: list[float], batch: int) -> None:
+    """Timeline records of the Notifies ``instrs[first:end]``: each from the start of the
+    batch holding its first flag to the end of the batch holding its last."""
+    m = 0
+    for k in range(first, end):
+        n = len(instrs[k].peers)
+        rec((rank, cta, k, "Notify", starts[m // batch], starts[(m + n - 1) // batch + 1], 0))
+        m += n
 
 
 def _reads_packets(ins) -> bool:
@@ -259,25 +270,25 @@ class _Run:
         self._changed()
 
     # ---- signals ------------------------------------------------------------------------
-    def _notify_run(self, rank: int, instrs: tuple, i: int, j: int) -> None:
-        """Issue the Notifies ``instrs[i:j]`` (one batch) now, in order: each flag's landing
-        (time, seq) is filed, and CTAs waiting for it get an entry at that landing."""
+    def _notify_run(self, rank: int, flags: list, i: int, j: int) -> None:
+        """Issue the flags ``flags[i:j]`` (one batch of (peer, signal, value)) now, in
+        order: each flag's landing (time, seq) is filed, and CTAs waiting for it get an
+        entry at that landing."""
         row = self._signal_row.get(rank)
         if row is None:
             sig = self.fabric.signal_us
             row = self._signal_row[rank] = [sig(rank, q) for q in range(self.topology.world)]
-        clock, flags, waiters = self.clock, self.flags, self.waiters
+        clock, book_of, waiters = self.clock, self.flags, self.waiters
         now = clock.now
         for k in range(i, j):
-            ins = instrs[k]
-            peer, value = ins.peer, ins.value
+            peer, signal, value = flags[k]
             land = now + row[peer]
             clock.seq += 1
             seq = clock.seq
-            key = peer * _KEY + ins.signal
-            book = flags.get(key)
+            key = peer * _KEY + signal
+            book = book_of.get(key)
             if book is None:
-                flags[key] = [(value, land, seq)]
+                book_of[key] = [(value, land, seq)]
             else:
                 book.append((value, land, seq))
             waiting = waiters.get(key)
@@ -327,38 +338,42 @@ class _Run:
             ins = instrs[i]
             kind = type(ins)
             if kind is Wait:
-                # a run of Waits: each batch of signal_batch pays one poll
-                first = i
+                # a run of Waits: each batch of signal_batch flags pays one poll
+                m = 0   # flags of the run checked so far
                 while i < n and type(instrs[i]) is Wait:
                     ins = instrs[i]
                     c.pc = i
                     t0 = clock.now
-                    if not self._flag_ready(c, rkey + ins.signal, ins.value):
-                        yield None
-                    elif check_us and (i - first) % sig_batch == 0:
-                        yield check_us
+                    want = ins.value
+                    for sig in ins.signals:
+                        if not self._flag_ready(c, rkey + sig, want):
+                            yield None
+                        elif check_us and m % sig_batch == 0:
+                            yield check_us
+                        m += 1
                     if rec is not None:
                         rec((rank, cta, i, "Wait", t0, clock.now, 0))
                     i += 1
                 run = 0
                 continue
             if kind is Notify:
-                # a run of Notifies: each batch of signal_batch pays one release fence, and
-                # its flags are filed at one time (their landings differ by path latency)
+                # a run of Notifies: each batch of signal_batch flags pays one release fence,
+                # and its flags are filed at one time (their landings differ by path latency)
+                first = i
                 while i < n and type(instrs[i]) is Notify:
-                    c.pc = i
-                    t0 = clock.now
+                    i += 1
+                c.pc = first
+                flags = [(peer, sig, ins.value) for ins in instrs[first:i]
+                         for peer, sig in zip(ins.peers, ins.signals)]
+                starts = [] if rec is None else [clock.now]
+                for b in range(0, len(flags), sig_batch):
                     if issue_us:
                         yield issue_us
-                    stop = min(n, i + sig_batch)
-                    j = i
-                    while j < stop and type(instrs[j]) is Notify:
-                        j += 1
-                    self._notify_run(rank, instrs, i, j)
+                    self._notify_run(rank, flags, b, min(len(flags), b + sig_batch))
                     if rec is not None:
-                        for k in range(i, j):
-                            rec((rank, cta, k, "Notify", t0 if k == i else clock.now, clock.now, 0))
-                    i = j
+                        starts.append(clock.now)
+                if rec is not None:
+                    _notify_records(rec, rank, cta, instrs, first, i, starts, sig_batch)
                 run = 0
                 continue
             c.pc = i
@@ -443,16 +458,18 @@ class _Run:
         where = f"rank {rank}, cta {cta}, instr {i}"
         tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.clock.now:.3f} us)"
         if isinstance(ins, Wait):
-            book = self.flags.get(rank * _KEY + ins.signal)
-            have = max(v for v, _, _ in book) if book else 0
+            def reached(sig: int) -> int:
+                book = self.flags.get(rank * _KEY + sig)
+                return max(v for v, _, _ in book) if book else 0
+            sig = next((x for x in ins.signals if reached(x) < ins.value), ins.signals[0])
             writers = [f"rank {p.rank} cta {p.cta} instr {j}"
                        + (" (stuck)" if pcs.get((p.rank, p.cta), -1) >= 0 else "")
                        for p in self.schedule.programs for j, x in enumerate(p.instrs)
-                       if isinstance(x, Notify) and x.peer == rank and x.signal == ins.signal]
+                       if isinstance(x, Notify) and (rank, sig) in zip(x.peers, x.signals)]
             who = (f"; notified by {', '.join(writers[:3])}" if writers
                    else "; no CTA notifies it")
-            return (f"{where}: Wait on signal {ins.signal} for value {ins.value} never "
-                    f"satisfied (signal reached {have}){who}{tail}")
+            return (f"{where}: Wait on signal {sig} for value {ins.value} never "
+                    f"satisfied (signal reached {reached(sig)}){who}{tail}")
         if isinstance(ins, WaitPackets):
             return (f"{where}: WaitPackets on packets[{ins.src.rank}]+{ins.src.offset} "
                     f"({ins.nbytes} B, value {ins.value}) never arrived{tail}")

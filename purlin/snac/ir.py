@@ -11,9 +11,12 @@ per-rank buffers addressed as (rank, buffer, byte offset):
   embeds flags needs twice that); also halved by call parity;
 - signals: ``num_signals`` monotonic 64-bit flags per rank, never cleared.
 
-Epochs. Call k (k = 0, 1, ...) has base ``k * epoch_stride``. ``Notify(peer, s, v)``
-release-stores ``base + v`` into flag s of ``peer``; ``Wait(s, v)`` acquire-spins until
-the local flag s is >= ``base + v``. ``PutPackets(..., v)`` tags every packet with
+Epochs. Call k (k = 0, 1, ...) has base ``k * epoch_stride``. ``Notify(peers, signals,
+v)`` release-stores ``base + v`` into flag ``signals[i]`` of rank ``peers[i]`` for every i;
+``Wait(signals, v)`` acquire-spins until each listed local flag is >= ``base + v``. One
+Notify (Wait) over many flags is what the Purlin library does at a chunk's end: one
+fence, then a store to every peer's signal pad (one poll of every peer's flag); a plan
+of 72 ranks says it in one instruction instead of 71. ``PutPackets(..., v)`` tags every packet with
 ``base + v`` and ``WaitPackets(..., v)`` spins until each packet's tag == ``base + v``.
 Every signal has one writing (rank, cta) per call, and its values rise in that CTA's
 program order. Values are >= 1 and < ``epoch_stride``.
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUFFERS = ("input", "output", "staging", "packets")
 ATOMS = ("sm", "tma", "ce", "switch")
 REDUCTIONS = ("rank", "any")
@@ -92,19 +95,38 @@ class Reduce:
 
 @dataclass(frozen=True, slots=True)
 class Notify:
-    """Release-store ``base + value`` into signal ``signal`` of rank ``peer`` (may be self)."""
+    """One release fence, then ``base + value`` stored into signal ``signals[i]`` of rank
+    ``peers[i]`` (may be self) for every i, in any order. ``Notify(peer, signal, value)``
+    with two integers is a Notify of one flag. Executors that time Notifies charge a run
+    of them by the flags it stores, whether one instruction or many name them."""
 
-    peer: int
-    signal: int
+    peers: tuple[int, ...]
+    signals: tuple[int, ...]
     value: int
+
+    def __post_init__(self) -> None:
+        _one_or_many(self, "peers")
+        _one_or_many(self, "signals")
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Acquire-spin until the issuing rank's signal ``signal`` is >= ``base + value``."""
+    """Acquire-spin until each of the issuing rank's signals ``signals`` (in that order)
+    is >= ``base + value``. ``Wait(signal, value)`` with an integer waits on one flag."""
 
-    signal: int
+    signals: tuple[int, ...]
     value: int
+
+    def __post_init__(self) -> None:
+        _one_or_many(self, "signals")
+
+
+def _one_or_many(ins: Any, name: str) -> None:
+    """An integer field of a signal instruction is the tuple of that one integer."""
+    v = getattr(ins, name)
+    if type(v) is not tuple:
+        object.__setattr__(ins, name, (v,) if isinstance(v, int) and not isinstance(v, bool)
+                           else tuple(v) if isinstance(v, list) else v)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ the Notify/Wait pairs that cross ranks) and compares that with ``max_instruction
 and ``max_memory_nbytes``, which the caller may raise.
 
 The count is an estimate, within a factor of two or three of the plan it describes
-(``tests/snac/test_limits.py`` checks it against real plans across regimes).
+(``tests/snac/test_limits.py`` checks it against real plans across regimes). A Notify or
+Wait counts once per flag it names: verifying and simulating a plan costs per flag,
+however many flags one instruction carries.
 
 Examples
 --------

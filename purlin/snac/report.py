@@ -29,9 +29,11 @@ def summarize(s: Schedule, topology: Topology) -> dict:
                     r["bytes"][link_class(topology, prog.rank, ref.rank) + " read"] += ins.nbytes
                 for ref in dsts:
                     r["bytes"][link_class(topology, prog.rank, ref.rank) + " write"] += ins.nbytes * wire
-            elif t is Notify:
-                r["notifies"] += 1
-            elif t in (Wait, WaitPackets):
+            elif t is Notify:   # flags stored and checked, however many instructions
+                r["notifies"] += len(ins.peers)
+            elif t is Wait:
+                r["waits"] += len(ins.signals)
+            elif t is WaitPackets:
                 r["waits"] += 1
     for r in roles.values():
         r["bytes"] = dict(sorted(r["bytes"].items()))

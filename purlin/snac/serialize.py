@@ -17,6 +17,8 @@ from purlin.spec.collective import Collective
 from purlin.spec.layout import Layout
 
 _BY_NAME = {cls.__name__: cls for cls in INSTRUCTIONS}
+READS = (2, SCHEMA_VERSION)
+"""Schema versions :func:`from_dict` reads (an older file is read as this version)."""
 
 
 def _ref(r: Ref) -> list:
@@ -31,7 +33,7 @@ def instr_to_dict(ins) -> dict:
         if isinstance(v, Ref):
             v = _ref(v)
         elif isinstance(v, tuple):
-            v = [_ref(x) for x in v]
+            v = [_ref(x) if isinstance(x, Ref) else x for x in v]
         d[name] = v
     return d
 
@@ -39,8 +41,10 @@ def instr_to_dict(ins) -> dict:
 MAX_NBYTES = 1 << 44
 """Largest byte count or offset a serialized schedule may hold (16 TiB: past any GPU's
 memory)."""
-_INT_FIELDS = {"nbytes": (1, MAX_NBYTES), "peer": (0, 1 << 24), "signal": (0, 1 << 24),
-               "value": (1, 1 << 62)}
+_INT_FIELDS = {"nbytes": (1, MAX_NBYTES), "value": (1, 1 << 62)}
+_INT_LISTS = {"peers": (0, 1 << 24), "signals": (0, 1 << 24)}
+_V2_SINGLE = {"Notify": {"peer": "peers", "signal": "signals"}, "Wait": {"signal": "signals"}}
+"""Schema 2 named one flag a Notify or Wait (``peer``, ``signal``); read as a list of one."""
 
 
 def _int(at: str, v, lo: int, hi: int) -> int:
@@ -60,15 +64,18 @@ def _ref_from(v, at: str, world: int) -> Ref:
                _int(f"{at}[2] (offset)", v[2], 0, MAX_NBYTES))
 
 
-def instr_from_dict(d: dict, at: str = "instr", world: int = 1 << 24):
+def instr_from_dict(d: dict, at: str = "instr", world: int = 1 << 24, version: int = SCHEMA_VERSION):
     """The instruction ``d`` describes; ScheduleError naming ``at`` and the field when a
-    field is missing, unknown, of the wrong type or out of range."""
+    field is missing, unknown, of the wrong type or out of range. ``version`` 2 reads the
+    one-flag Notify and Wait of that schema."""
     if not isinstance(d, dict):
         raise ScheduleError(f"schedule {at}: an instruction is an object, got {type(d).__name__}")
     name = d.get("instr")
     cls = _BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ScheduleError(f"unknown instruction {name!r:.40}; known: {', '.join(_BY_NAME)}")
+    if version == 2 and name in _V2_SINGLE:
+        d = {_V2_SINGLE[name].get(k, k): ([v] if k in _V2_SINGLE[name] else v) for k, v in d.items()}
     extra = set(d) - set(cls.__slots__) - {"instr"}
     if extra:
         raise ScheduleError(f"schedule {at}: {name} has no field(s) {', '.join(sorted(map(str, extra)))}")
@@ -85,6 +92,10 @@ def instr_from_dict(d: dict, at: str = "instr", world: int = 1 << 24):
             v = tuple(_ref_from(x, f"{here}[{j}]", world) for j, x in enumerate(v))
         elif field in _INT_FIELDS:
             v = _int(here, v, *_INT_FIELDS[field])
+        elif field in _INT_LISTS:
+            if not isinstance(v, list) or not v or len(v) > (1 << 24):
+                raise ScheduleError(f"schedule {here}: must be a non-empty list of integers")
+            v = tuple(_int(f"{here}[{j}]", x, *_INT_LISTS[field]) for j, x in enumerate(v))
         elif field == "atom":
             if v not in ATOMS:
                 raise ScheduleError(f"schedule {here}: {v!r:.40} is not one of {', '.join(ATOMS)}")
@@ -152,9 +163,9 @@ def from_dict(d: dict) -> Schedule:
     if not isinstance(d, dict):
         raise ScheduleError(f"a schedule is a JSON object, got {type(d).__name__}")
     version = d.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READS:
         raise ScheduleError(f"schedule schema_version {version!r} is not supported "
-                            f"(this Purlin reads version {SCHEMA_VERSION}; plan it again)")
+                            f"(this Purlin reads versions {', '.join(map(str, READS))}; plan it again)")
     try:
         c = collective_from_dict(d["collective"])
         c.validate(c.dtype.itemsize)
@@ -178,11 +189,11 @@ def from_dict(d: dict) -> Schedule:
                 raise ScheduleError(f"schedule {at}: role is a string and instrs a list")
             progs.append(Program(_int(f"{at}.rank", p["rank"], 0, world - 1),
                                  _int(f"{at}.cta", p["cta"], 0, 1 << 16), p["role"],
-                                 tuple(instr_from_dict(i, f"{at}.instrs[{j}]", world)
+                                 tuple(instr_from_dict(i, f"{at}.instrs[{j}]", world, version)
                                        for j, i in enumerate(p["instrs"]))))
         s = Schedule(c, tuple(progs), d["staging_nbytes"], d["packets_nbytes"], d["num_signals"],
                      d["epoch_stride"], topology=_topology_from_dict(d["topology"]),
-                     reduction=d["reduction"], policy=d.get("policy", {}), schema_version=version)
+                     reduction=d["reduction"], policy=d.get("policy", {}))
     except KeyError as e:
         raise ScheduleError(f"schedule: missing field {e}") from None
     except PurlinError as e:
@@ -227,12 +238,26 @@ def digest(s: Schedule) -> str:
 
 def programs_digest(s: Schedule) -> str:
     """A hash of the programs alone (not the metadata around them): two plans with the
-    same programs run the same instructions, whatever their policy or topology label."""
+    same programs run the same instructions, whatever their policy or topology label.
+    Signals are hashed flag by flag, so it does not depend on how a run of flags is
+    grouped into Notify and Wait instructions (every executor runs a run of flags alike,
+    however grouped): a plan of schema 2 and its schema 3 form hash the same."""
     h = hashlib.sha256()
     for p in s.programs:
-        h.update(json.dumps([p.rank, p.cta, p.role, [instr_to_dict(i) for i in p.instrs]],
+        h.update(json.dumps([p.rank, p.cta, p.role, [d for i in p.instrs for d in _flag_dicts(i)]],
                             sort_keys=True, separators=(",", ":")).encode())
     return h.hexdigest()[:16]
+
+
+def _flag_dicts(ins) -> list[dict]:
+    """``ins`` as plain data, a Notify or Wait as one-flag instructions (schema 2's form)."""
+    t = type(ins)
+    if t is Notify:
+        return [{"instr": "Notify", "peer": q, "signal": g, "value": ins.value}
+                for q, g in zip(ins.peers, ins.signals)]
+    if t is Wait:
+        return [{"instr": "Wait", "signal": g, "value": ins.value} for g in ins.signals]
+    return [instr_to_dict(ins)]
 
 
 __all__ = ["to_dict", "from_dict", "to_json", "from_json", "digest", "programs_digest", "Copy", "Reduce", "Notify",

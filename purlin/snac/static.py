@@ -68,18 +68,19 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             t = type(ins)
             if t is Wait:
                 if id(ins) not in good_waits:
-                    if not (0 <= ins.signal < nsig and 1 <= ins.value < stride):
+                    if not (_ints(ins.signals, 0, nsig) and _int(ins.value, 1, stride)):
                         return False
                     good_waits.add(id(ins))
             elif t is Notify:
                 v = ins.value
-                if not (0 <= ins.peer < world and 0 <= ins.signal < nsig and 1 <= v < stride):
+                if not (_int(v, 1, stride) and _ints(ins.peers, 0, world)
+                        and _ints(ins.signals, 0, nsig) and len(ins.peers) == len(ins.signals)):
                     return False
-                key = (ins.peer, ins.signal)
-                prev = writer.get(key)
-                if prev is not None and (prev[0] != me or v < prev[1]):
-                    return False
-                writer[key] = (me, v)
+                for key in zip(ins.peers, ins.signals):
+                    prev = writer.get(key)
+                    if prev is not None and (prev[0] != me or v < prev[1]):
+                        return False
+                    writer[key] = (me, v)
             elif t is Copy or t is Reduce:
                 n = ins.nbytes
                 if n <= 0 or ins.atom not in ATOMS:
@@ -105,3 +106,12 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             else:
                 return False
     return True
+
+
+def _int(v, lo: int, hi: int) -> bool:
+    return type(v) is int and lo <= v < hi
+
+
+def _ints(vs, lo: int, hi: int) -> bool:
+    """A non-empty tuple of integers in lo..hi-1."""
+    return type(vs) is tuple and len(vs) > 0 and all(type(v) is int and lo <= v < hi for v in vs)

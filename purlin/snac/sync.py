@@ -222,7 +222,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
     value: dict[int, int] = {}
     signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
     waited: dict[tuple[int, int], dict] = {}
-    waits: dict[tuple[int, int], Wait] = {}    # equal Waits are one object
+    waits: dict[tuple[tuple[int, ...], int], Wait] = {}
     max_value = 1
     for i in list(start) + list(range(n)) + list(end):
         me = where[i]
@@ -243,14 +243,19 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                     v = value[d]
                     if best.get(sig, 0) < v:
                         best[sig] = v
+            run: list[int] = []   # signals in order; a run of one value is one Wait
+            run_v = 0
             for sig in sorted(best):
                 v = best[sig]
                 if seen.get(sig, 0) < v:
-                    wt = waits.get((sig, v))
-                    if wt is None:
-                        wt = waits[(sig, v)] = Wait(sig, v)
-                    prog.append(wt)
+                    if run and v != run_v:
+                        prog.append(_wait(waits, run, run_v))
+                        run = []
+                    run.append(sig)
+                    run_v = v
                     seen[sig] = v
+            if run:
+                prog.append(_wait(waits, run, run_v))
         if i < n:
             for ref, nbytes, gen in pdeps.get(i, ()):
                 key = ("p", ref.offset, nbytes)
@@ -279,14 +284,26 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                 counter[me] = v = counter.get(me, 0) + 1
                 value[i] = v
                 max_value = max(max_value, v)
+                sigs = []
                 for t in targets:
                     st = signals[t]
                     sig = st.get(me)
                     if sig is None:
                         sig = st[me] = len(st)
-                    prog.append(Notify(t, sig, v))
+                    sigs.append(sig)
+                prog.append(Notify(tuple(targets), tuple(sigs), v))
     programs = tuple(
         Program(r, c, "+".join(sorted(roles.get((r, c), {"sync"}))), tuple(ins))
         for (r, c), ins in sorted(progs.items()) if ins)
     num_signals = max((len(s) for s in signals), default=0)
     return Synced(programs, max(num_signals, 1), max_value + 1)
+
+
+def _wait(waits: dict, sigs: list[int], v: int) -> Wait:
+    """The Wait on ``sigs`` for ``v``; equal Waits are one object (the verifier's scan
+    checks each once)."""
+    key = (tuple(sigs), v)
+    wt = waits.get(key)
+    if wt is None:
+        wt = waits[key] = Wait(key[0], v)
+    return wt

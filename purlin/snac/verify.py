@@ -131,24 +131,45 @@ def _static(s: Schedule) -> None:
                 raise ScheduleError(f"{at}: PutPackets must target a packets window, not {ins.dst.buffer}")
             if t is WaitPackets and (ins.src.buffer != "packets" or ins.src.rank != prog.rank):
                 raise ScheduleError(f"{at}: WaitPackets must name a local packets window, got {ins.src}")
+            if t in (Notify, Wait) and type(ins.value) is not int:
+                raise ScheduleError(f"{at}: value {ins.value!r:.40} must be an integer")
             if t in (Notify, Wait, PutPackets, WaitPackets) and not 1 <= ins.value < s.epoch_stride:
                 raise ScheduleError(f"{at}: value {ins.value} outside 1..{s.epoch_stride - 1} "
                                     f"(rule: values are relative to the epoch and below its stride)")
-            if t in (Notify, Wait) and not 0 <= ins.signal < s.num_signals:
-                raise ScheduleError(f"{at}: signal {ins.signal} outside 0..{s.num_signals - 1}")
+            if t in (Notify, Wait):
+                _signal_fields(s, at, ins)
             if t is Notify:
-                if not 0 <= ins.peer < s.world:
-                    raise ScheduleError(f"{at}: Notify to rank {ins.peer} in a world of {s.world}")
-                key = (ins.peer, ins.signal)
-                prev = writer.get(key)
-                if prev and prev[:2] != (prog.rank, prog.cta):
-                    raise ScheduleError(f"{at}: Notify to rank {ins.peer} signal {ins.signal}, which "
-                                        f"rank {prev[0]} cta {prev[1]} also writes (rule: one writer "
-                                        f"per signal)")
-                if prev and ins.value < prev[2]:
-                    raise ScheduleError(f"{at}: Notify value {ins.value} after {prev[2]} on rank "
-                                        f"{ins.peer} signal {ins.signal} (rule: values rise)")
-                writer[key] = (prog.rank, prog.cta, ins.value)
+                for peer, sig in zip(ins.peers, ins.signals):
+                    key = (peer, sig)
+                    prev = writer.get(key)
+                    if prev and prev[:2] != (prog.rank, prog.cta):
+                        raise ScheduleError(f"{at}: Notify to rank {peer} signal {sig}, which "
+                                            f"rank {prev[0]} cta {prev[1]} also writes (rule: one "
+                                            f"writer per signal)")
+                    if prev and ins.value < prev[2]:
+                        raise ScheduleError(f"{at}: Notify value {ins.value} after {prev[2]} on rank "
+                                            f"{peer} signal {sig} (rule: values rise)")
+                    writer[key] = (prog.rank, prog.cta, ins.value)
+
+
+def _signal_fields(s: Schedule, at: str, ins: Notify | Wait) -> None:
+    """A Notify's peers and signals (a Wait's signals): non-empty tuples of integers in
+    range, one signal per peer."""
+    what = type(ins).__name__
+    fields = (("peers", s.world, "rank"), ("signals", s.num_signals, "signal")) if what == "Notify" \
+        else (("signals", s.num_signals, "signal"),)
+    for name, hi, unit in fields:
+        vs = getattr(ins, name)
+        if type(vs) is not tuple or not vs or any(type(v) is not int for v in vs):
+            raise ScheduleError(f"{at}: {what} {name} {vs!r:.60}: must be a non-empty tuple of "
+                                f"integers (one {unit} each)")
+        bad = next((v for v in vs if not 0 <= v < hi), None)
+        if bad is not None:
+            raise ScheduleError(f"{at}: {what} to rank {bad} in a world of {s.world}" if unit == "rank"
+                                else f"{at}: signal {bad} outside 0..{s.num_signals - 1}")
+    if what == "Notify" and len(ins.peers) != len(ins.signals):
+        raise ScheduleError(f"{at}: Notify names {len(ins.peers)} peers and {len(ins.signals)} "
+                            f"signals (rule: one signal per peer)")
 
 
 def _bounds(s: Schedule, at: str, what: str, r: Ref, n: int) -> None:
@@ -205,24 +226,29 @@ class _Dynamic:
             ins = instrs[i]
             t = type(ins)
             if t is Wait:
-                vals, nids = sig_notes[rkey + ins.signal]
-                nid = nids[0] if len(nids) == 1 else nids[bisect_left(vals, ins.value)]
-                S |= note_S[nid]
-                if clocks is not None:
-                    clocks.join_later(k, note_snap[nid])
-                append(2 * nid + 1)
+                want = ins.value
+                for sig in ins.signals:
+                    vals, nids = sig_notes[rkey + sig]
+                    nid = nids[0] if len(nids) == 1 else nids[bisect_left(vals, want)]
+                    S |= note_S[nid]
+                    if clocks is not None:
+                        clocks.join_later(k, note_snap[nid])
+                    append(2 * nid + 1)
             elif t is Notify:
+                # one note for all its flags: they are released by the same fence
                 nid = len(note_S)
                 note_S.append(S)
                 note_E.append(0)
                 note_snap.append(clocks.snapshot(k, i) if clocks is not None else None)
-                key = ins.peer * SIGNAL_KEY + ins.signal
-                ent = sig_notes.get(key)
-                if ent is None:
-                    sig_notes[key] = ([ins.value], [nid])
-                else:
-                    ent[0].append(ins.value)
-                    ent[1].append(nid)
+                v = ins.value
+                for peer, sig in zip(ins.peers, ins.signals):
+                    key = peer * SIGNAL_KEY + sig
+                    ent = sig_notes.get(key)
+                    if ent is None:
+                        sig_notes[key] = ([v], [nid])
+                    else:
+                        ent[0].append(v)
+                        ent[1].append(nid)
                 append(2 * nid)
             elif t is Copy or t is Reduce:
                 self.S[k] = S

@@ -86,17 +86,24 @@ def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, i
             ins = instrs[i]
             t = type(ins)
             if t is Wait:
-                if flags.get(rkey + ins.signal, 0) < base + ins.value:
-                    waiters.setdefault(rkey + ins.signal, []).append(k)
+                v = base + ins.value
+                blocked = -1
+                for sig in ins.signals:
+                    if flags.get(rkey + sig, 0) < v:
+                        blocked = sig
+                        break
+                if blocked >= 0:   # woken by that flag, it checks them all again
+                    waiters.setdefault(rkey + blocked, []).append(k)
                     break
             elif t is Notify:
-                key = ins.peer * SIGNAL_KEY + ins.signal
                 v = base + ins.value
-                if flags.get(key, 0) < v:
-                    flags[key] = v
-                woken = waiters.pop(key, None)
-                if woken:
-                    _wake(woken, ready, queued)
+                for peer, sig in zip(ins.peers, ins.signals):
+                    key = peer * SIGNAL_KEY + sig
+                    if flags.get(key, 0) < v:
+                        flags[key] = v
+                    woken = waiters.pop(key, None)
+                    if woken:
+                        _wake(woken, ready, queued)
             elif t is WaitPackets:
                 m = tags.get((rank, half))
                 if m is None or not m.covers(ins.src.offset, ins.src.offset + ins.nbytes, base + ins.value):
@@ -134,24 +141,26 @@ def _explain(s: Schedule, stuck: list[int], ptr: list[int], state: SyncState, ba
     for k, prog in enumerate(s.programs):
         for ins in prog.instrs:
             if isinstance(ins, Notify):
-                writers[(ins.peer, ins.signal)] = (k, 0)
-                sent[(ins.peer, ins.signal)] = max(sent.get((ins.peer, ins.signal), 0), ins.value)
+                for flag in zip(ins.peers, ins.signals):
+                    writers[flag] = (k, 0)
+                    sent[flag] = max(sent.get(flag, 0), ins.value)
     lines, edge = [], {}
     for k in stuck:
         prog = s.programs[k]
         ins = prog.instrs[ptr[k]]
         where = f"rank {prog.rank}, cta {prog.cta}, instr {ptr[k]}"
         if isinstance(ins, Wait):
-            key = (prog.rank, ins.signal)
-            have = state.flags.get(prog.rank * SIGNAL_KEY + ins.signal, 0) - base
+            have = {sig: state.flags.get(prog.rank * SIGNAL_KEY + sig, 0) - base for sig in ins.signals}
+            sig = next(x for x in ins.signals if have[x] < ins.value)
+            key = (prog.rank, sig)
             if sent.get(key, 0) < ins.value:
-                lines.append(f"{where}: Wait on signal {ins.signal} has no matching Notify "
+                lines.append(f"{where}: Wait on signal {sig} has no matching Notify "
                              f"({sent.get(key, 0)} sent, {ins.value} awaited)")
             else:
                 w = writers[key][0]
                 edge[k] = w
                 wp = s.programs[w]
-                lines.append(f"{where}: Wait on signal {ins.signal} for {ins.value} (now {max(have, 0)}); "
+                lines.append(f"{where}: Wait on signal {sig} for {ins.value} (now {max(have[sig], 0)}); "
                              f"its writer rank {wp.rank} cta {wp.cta} is stuck at instr {ptr[w]}")
         else:
             lines.append(f"{where}: WaitPackets {ins.src} ({ins.nbytes} B) for tag {ins.value} "

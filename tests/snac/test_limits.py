@@ -7,7 +7,7 @@ import pytest
 
 from purlin.errors import LimitError
 from purlin.snac import Policy, check_limits, plan
-from purlin.snac.ir import sources
+from purlin.snac.ir import Notify, Wait, sources
 from purlin.snac.limits import (DEFAULT_MAX_INSTRUCTIONS, estimate, library_lower_bound,
                                 lower_bound)
 from purlin.snac.planner import resolve_policy
@@ -26,7 +26,9 @@ CASES = [(name, w, size, pol, topo)
 
 
 def _size(s):
-    instrs = sum(len(p.instrs) for p in s.programs)
+    # a Notify or Wait counts once per flag (what the estimate counts)
+    instrs = sum(len(i.peers) if type(i) is Notify else len(i.signals) if type(i) is Wait else 1
+                 for p in s.programs for i in p.instrs)
     refs = sum(len(sources(i)) + len(getattr(i, "dsts", ())) for p in s.programs for i in p.instrs)
     return instrs, refs
 

@@ -115,6 +115,36 @@ def test_golden_schedule_unchanged():
     assert json.loads(to_json(s)) == json.loads(golden.read_text())
 
 
+def test_a_schema_2_schedule_reads_as_the_same_plan_flag_for_flag():
+    """Schema 2 named one flag a Notify or Wait; a file of it (the golden plan before
+    schema 3) reads, and lists the same instructions once each run of one-flag Notifies
+    (Waits on one value) is one instruction, as the planner now writes it."""
+    import pathlib
+
+    from purlin.snac.ir import Notify, Wait
+    v2 = from_json((pathlib.Path(__file__).parent.parent / "data" /
+                    "allgather-w3-throughput-v2.json").read_text())
+    s = plan(library.all_gather(3, 64), policy=Policy(regime="throughput", chunk_nbytes=32,
+                                                     put_ctas=16, consumer_ctas=28))
+    assert v2.schema_version == 3 and sum(len(p.instrs) for p in v2.programs) == 42
+
+    def merged(instrs):
+        out = []
+        for ins in instrs:
+            last = out[-1] if out else None
+            if type(ins) is Notify and type(last) is Notify and last.value == ins.value and \
+                    not set(ins.peers) & set(last.peers):
+                out[-1] = Notify(last.peers + ins.peers, last.signals + ins.signals, ins.value)
+            elif type(ins) is Wait and type(last) is Wait and last.value == ins.value:
+                out[-1] = Wait(last.signals + ins.signals, ins.value)
+            else:
+                out.append(ins)
+        return tuple(out)
+    assert [merged(p.instrs) for p in v2.programs] == [p.instrs for p in s.programs]
+    assert sum(len(p.instrs) for p in s.programs) == 36
+    verify(v2)
+
+
 def test_generic_rules_read_the_topology():
     """Without a table the rules read the topology: the latency regime while packets'
     flag bytes take less link time than two round trips (doubling the bandwidth doubles

@@ -75,7 +75,7 @@ def test_cta_fence_waits_one_signal_per_peer_per_cta():
         out = {}
         for p in s.programs:
             last = max((i for i, x in enumerate(p.instrs) if not isinstance(x, (Wait, Notify))), default=-1)
-            out[(p.rank, p.cta)] = sum(isinstance(x, Wait) for x in p.instrs[last + 1:])
+            out[(p.rank, p.cta)] = sum(len(x.signals) for x in p.instrs[last + 1:] if isinstance(x, Wait))
         return out
     rank = end_waits(plan(c, t, base))
     cta = end_waits(plan(c, t, base.with_(fence="cta")))
@@ -109,7 +109,7 @@ def test_rotated_notify_order_starts_each_rank_with_the_next():
     def runs(s):
         out = {}
         for p in s.programs:
-            peers = [x.peer for x in p.instrs if isinstance(x, Notify)]
+            peers = [q for x in p.instrs if isinstance(x, Notify) for q in x.peers]
             out[(p.rank, p.cta)] = peers[:7]
         return out
     rank, rot = runs(plan(c, policy=base)), runs(plan(c, policy=base.with_(notify_order="rotated")))

@@ -13,9 +13,46 @@ import numpy as np
 
 from purlin.errors import Deadlock, ScheduleError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Instruction, Notify, Program, PutPackets, Reduce,
-                            Ref, Schedule, Wait, WaitPackets, sources)
+from purlin.snac import ir
+from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Instruction, Program, PutPackets, Reduce,
+                            Ref, Schedule, WaitPackets, sources)
 from purlin.spec.collective import output_sources
+
+
+# Schema 2's signal instructions, which name one flag each (the oracle's own: schema 3
+# names many flags in one instruction; :func:`singles` turns a schedule into these).
+@dataclass(frozen=True)
+class Notify:
+    peer: int
+    signal: int
+    value: int
+
+
+@dataclass(frozen=True)
+class Wait:
+    signal: int
+    value: int
+
+
+def singles(s: Schedule) -> tuple[Schedule, list[list[int]]]:
+    """``s`` with every Notify and Wait split into one instruction a flag (in order), and
+    per program the index in ``s`` of each instruction of the split one."""
+    progs, where = [], []
+    for p in s.programs:
+        out, at = [], []
+        for i, ins in enumerate(p.instrs):
+            if type(ins) is ir.Notify:
+                new = [Notify(q, g, ins.value) for q, g in zip(ins.peers, ins.signals)]
+            elif type(ins) is ir.Wait:
+                new = [Wait(g, ins.value) for g in ins.signals]
+            else:
+                new = [ins]
+            out += new
+            at += [i] * len(new)
+        progs.append(Program(p.rank, p.cta, p.role, tuple(out)))
+        where.append(at)
+    return Schedule(s.collective, tuple(progs), s.staging_nbytes, s.packets_nbytes, s.num_signals,
+                    s.epoch_stride, s.topology, s.reduction, s.policy), where
 
 
 @dataclass

@@ -93,6 +93,7 @@ class Encoded:
     uses_packets: bool
     fused_waits: int          # WaitPackets turned into NOPs (their read checks the tags)
     unaligned: bool = False   # a Copy/Reduce Ref off 16 bytes: the unaligned kernel runs it
+    instr_of: np.ndarray | None = None   # per code record: its instruction's index in its program
 
     def rank_programs(self, rank: int) -> tuple[int, int]:
         """(first program index, number of programs) of ``rank``."""
@@ -216,21 +217,25 @@ def encode(s: Schedule) -> Encoded:
     """Encode ``s`` for the SNAC interpreter; raise ScheduleError for what it cannot run."""
     b = _Builder(s)
     progs: list[list[int]] = []
+    instr_of: list[int] = []   # a Notify (Wait) of k flags is k records
     for prog in sorted(s.programs, key=lambda p: (p.rank, p.cta)):
         first, rfirst = len(b.code), len(b.refs)
         waits: list[WaitPackets] = []
         for i, ins in enumerate(prog.instrs):
+            instr_of.extend([i - 1] * (len(b.code) - len(instr_of)))
             where = _where(prog, i)
             if isinstance(ins, (Copy, Reduce)):
                 b.data(ins, where, waits)
-            elif isinstance(ins, Notify):
-                if not 0 <= ins.peer < s.world:
-                    raise ScheduleError(f"{where}: Notify to rank {ins.peer} of a world of {s.world}")
-                _check_signal(s, ins.signal, ins.value, where)
-                b.code.append([OPC["NOTIFY"], 0, ins.peer, ins.signal, ins.value, 0, 0, 0])
+            elif isinstance(ins, Notify):   # a record a flag: the kernel runs them in lanes
+                for peer, sig in zip(ins.peers, ins.signals):
+                    if not 0 <= peer < s.world:
+                        raise ScheduleError(f"{where}: Notify to rank {peer} of a world of {s.world}")
+                    _check_signal(s, sig, ins.value, where)
+                    b.code.append([OPC["NOTIFY"], 0, peer, sig, ins.value, 0, 0, 0])
             elif isinstance(ins, Wait):
-                _check_signal(s, ins.signal, ins.value, where)
-                b.code.append([OPC["WAIT"], 0, 0, ins.signal, ins.value, 0, 0, 0])
+                for sig in ins.signals:
+                    _check_signal(s, sig, ins.value, where)
+                    b.code.append([OPC["WAIT"], 0, 0, sig, ins.value, 0, 0, 0])
             elif isinstance(ins, PutPackets):
                 b.put(ins, where)
             elif isinstance(ins, WaitPackets):
@@ -238,6 +243,7 @@ def encode(s: Schedule) -> Encoded:
                 b.wait_packets(ins, where, prog.rank, fused_read(prog.instrs, i))
             else:
                 raise ScheduleError(f"{where}: the GPU executor has no handler for {type(ins).__name__}")
+        instr_of.extend([len(prog.instrs) - 1] * (len(b.code) - len(instr_of)))
         _mark_runs(b.code, first)
         progs.append([first, len(b.code) - first, prog.rank, prog.cta, rfirst, len(b.refs) - rfirst, 0, 0])
     return Encoded(
@@ -246,7 +252,8 @@ def encode(s: Schedule) -> Encoded:
         progs=np.asarray(progs, np.int32).reshape(-1, PROG),
         world=s.world, staging_nbytes=s.staging_nbytes, packets_nbytes=s.packets_nbytes,
         num_signals=s.num_signals, epoch_stride=s.epoch_stride, uses_tma=b.uses_tma,
-        uses_packets=b.uses_packets, fused_waits=b.fused, unaligned=b.unaligned)
+        uses_packets=b.uses_packets, fused_waits=b.fused, unaligned=b.unaligned,
+        instr_of=np.asarray(instr_of, np.int32))
 
 
 def _mark_runs(code: list[list[int]], first: int) -> None:

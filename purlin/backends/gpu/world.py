@@ -331,10 +331,15 @@ class World(Collectives):
             table = plan.device_arrays[dev][2].get().reshape(-1, 8)
             for first, count, rank, cta in table[:, :4]:
                 prog = progs[(int(rank), int(cta))]
-                for i in range(int(count)):
-                    t0, t1 = (int(x) for x in times[int(first) + i])
+                spans: dict[int, list[int]] = {}   # instruction -> [first start, last end]
+                for pc in range(int(first), int(first) + int(count)):
+                    t0, t1 = (int(x) for x in times[pc])
                     if t0:   # 0: not reached (a stop after a timeout)
-                        raw.append((int(rank), int(cta), i, prog.instrs[i], t0, t1))
+                        i = int(plan.enc.instr_of[pc])
+                        span = spans.setdefault(i, [t0, t1])
+                        span[0], span[1] = min(span[0], t0), max(span[1], t1)
+                for i, (t0, t1) in spans.items():
+                    raw.append((int(rank), int(cta), i, prog.instrs[i], t0, t1))
         base = min((r[4] for r in raw), default=0)
         return [OpRecord(rank, cta, i, type(ins).__name__, (t0 - base) / 1e3, (t1 - base) / 1e3,
                          getattr(ins, "nbytes", 0))
@@ -363,10 +368,12 @@ class World(Collectives):
         what = KIND.get(kind, "spin")
         role = instr = ""
         if plan:
-            for p in plan.schedule.programs:
+            for k, p in enumerate(sorted(plan.schedule.programs, key=lambda q: (q.rank, q.cta))):
                 if p.rank == rank and p.cta == cta:
                     role = f" ({p.role})"
-                    if 0 <= pc < len(p.instrs):
+                    rec_at = int(plan.enc.progs[k][0]) + pc   # the record's index in the code
+                    if 0 <= pc < int(plan.enc.progs[k][1]):
+                        pc = int(plan.enc.instr_of[rec_at])
                         instr = f": {p.instrs[pc]}"
         if kind == 3:
             return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: a Ref only {where}-byte aligned "
