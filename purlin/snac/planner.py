@@ -145,7 +145,8 @@ def plan(collective: Collective, topology: Topology | str | None = None,
     else:
         ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align, pol.push_nbytes)
     ops, staging = _compact_staging(ops)
-    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence, pol.notify_order)
+    synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence, pol.notify_order,
+                         pol.start)
     sched = Schedule(c, synced.programs, staging, packets, synced.num_signals,
                      synced.epoch_stride, topology=topology_ref(topo),
                      reduction="any" if pol.algorithm == "ring" and c.is_reduce else "rank",

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from purlin.errors import PlanError
-from purlin.snac.sync import FENCES, NOTIFY_ORDERS
+from purlin.snac.sync import FENCES, NOTIFY_ORDERS, STARTS
 
 log = logging.getLogger("purlin.codesign")
 
@@ -27,7 +27,7 @@ ALGORITHMS = ("one_shot", "two_shot", "ring")
 ATOMS = ("sm", "tma", "ce", "switch")
 KiB, MiB = 1 << 10, 1 << 20
 # Options added after schedules were first recorded, with the value that plans as before.
-LATER_OPTIONS = {"fence": "rank", "push_nbytes": None, "notify_order": "rank"}
+LATER_OPTIONS = {"fence": "rank", "push_nbytes": None, "notify_order": "rank", "start": "cta"}
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,17 @@ class Policy:
     fence: who waits at call end for the peers that touched a rank's memory: ``rank``
         (one CTA per rank waits for every touching CTA) or ``cta`` (CTA c waits for
         the CTAs c of its peers only: a CTA checks one signal per peer, not one per
-        peer CTA). See :mod:`purlin.snac.sync`.
+        peer CTA) or ``gather`` (each CTA reports to its rank's CTA 0, which signals each
+        owner once: an owner checks one signal per peer rank). See :mod:`purlin.snac.sync`.
     push_nbytes: latency regime: bytes per packet push, a multiple of ``chunk_nbytes``
         that consumers split into chunks (None: one push per chunk).
     notify_order: in which order a CTA signals the peers one op releases: ``rank``
         (rank 0 first) or ``rotated`` (rank r starts with r+1, so each rank is first for
         one notifier and last for one, instead of rank W-1 last for all).
+    start: who waits for a peer's start signal before touching its buffers: ``cta`` (every
+        CTA that touches it) or ``gate`` (the rank's CTA 0 waits for every peer once, then
+        releases its other CTAs with one local signal: W flags a rank instead of W per
+        CTA, for one local hop).
     """
 
     regime: str = "auto"
@@ -69,6 +74,7 @@ class Policy:
     fence: str = "rank"
     push_nbytes: int | None = None
     notify_order: str = "rank"
+    start: str = "cta"
 
     def __new__(cls, *args: Any, **fields: Any) -> "Policy":
         """Refuse a field the dataclass does not have with a PlanError (not a TypeError),
@@ -108,6 +114,8 @@ class Policy:
         if not isinstance(self.notify_order, str) or self.notify_order not in NOTIFY_ORDERS:
             raise PlanError(f"policy.notify_order {self.notify_order!r}: choose one of "
                             f"{', '.join(NOTIFY_ORDERS)}")
+        if not isinstance(self.start, str) or self.start not in STARTS:
+            raise PlanError(f"policy.start {self.start!r}: choose one of {', '.join(STARTS)}")
         if self.align & (self.align - 1):
             raise PlanError(f"policy.align {self.align}: must be a power of two (the Atom's "
                             f"vector width in bytes: 16, or 32 on Blackwell)")

@@ -17,7 +17,15 @@ Dependencies found:
   (so the next-but-one call may reuse the staging half). With ``fence="rank"`` one CTA
   of the owner (CTA 0) waits for every touching CTA; with ``fence="cta"`` CTA c of the
   owner waits for the CTAs c of its peers only, so no CTA checks more than one signal per
-  peer (the call ends when every CTA has, so the owner still outlasts every touch).
+  peer (the call ends when every CTA has, so the owner still outlasts every touch); with
+  ``fence="gather"`` each CTA tells its own rank's CTA 0 when its touches are done, and that
+  CTA tells each owner once, so an owner's CTA 0 checks one signal per peer rank.
+
+A rank's start signal reaches every peer CTA that touches its buffers (``start="cta"``), or
+(``start="gate"``) only the peers' CTA 0, which waits for all of them once and releases its
+own rank's CTAs with one local signal. At W ranks of C CTAs the direct regime's handshakes
+are about 4 W^2 C flags with ``cta``/``cta``, and about 4 W (W + C) with ``gate``/``gather``,
+for one local hop more at each end.
 """
 from __future__ import annotations
 
@@ -54,19 +62,24 @@ class Synced:
     epoch_stride: int
 
 
-FENCES = ("rank", "cta")
+FENCES = ("rank", "cta", "gather")
+STARTS = ("cta", "gate")
+"""Who waits for a rank's start signal: every touching CTA, or its rank's CTA 0 (the gate)."""
 NOTIFY_ORDERS = ("rank", "rotated")
 """In which order a CTA signals the peers one op releases: ``rank`` (rank 0 first) or
 ``rotated`` (rank r starts with r+1, wrapping: no rank is last for every notifier)."""
 
 
 def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
-                fence: str = "rank", notify_order: str = "rank") -> Synced:
+                fence: str = "rank", notify_order: str = "rank", start_at: str = "cta") -> Synced:
     """Build programs with signals from ``ops`` in logical order. Pure. ``fence``: which
-    CTAs of an owner wait at call end for the peers that touched its memory (see the
-    module docstring); ``notify_order``: one of :data:`NOTIFY_ORDERS`."""
+    CTAs of an owner wait at call end for the peers that touched its memory, ``start_at``:
+    who waits for a peer's start (see the module docstring); ``notify_order``: one of
+    :data:`NOTIFY_ORDERS`."""
     if fence not in FENCES:
         raise PlanError(f"policy.fence {fence!r}: choose one of {', '.join(FENCES)}")
+    if start_at not in STARTS:
+        raise PlanError(f"policy.start {start_at!r}: choose one of {', '.join(STARTS)}")
     if notify_order not in NOTIFY_ORDERS:
         raise PlanError(f"policy.notify_order {notify_order!r}: choose one of {', '.join(NOTIFY_ORDERS)}")
     n = len(ops)
@@ -172,16 +185,54 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
         if dep:
             to = op.rank
             orders.update({(rank_of[d], to) for d in dep})
+    gates = _gate_starts(ops, deps, start, where) if start_at == "gate" else []
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
+    collect: dict[int, int] = {}                  # fence="gather": rank -> its CTA 0's report
+
+    def fence_on(owner: int, toucher: int, cta: int, i: int) -> None:
+        if fence != "gather":
+            deps[end_of(owner, cta)].add(i)
+            return
+        g = collect.get(toucher)
+        if g is None:
+            g = collect[toucher] = len(where)
+            where.append((toucher, 0))
+        deps[g].add(i)
+        deps[end[owner]].add(g)
     for (rank, cta, owner), (i, user) in last_touch.items():
         if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
-            deps[end_of(owner, cta)].add(i)
+            fence_on(owner, rank, cta, i)
     for (writer, reader, cta), i in remote_fill.items():
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
-            deps[end_of(writer, cta)].add(i)
-    ends = end + [spread[k] for k in sorted(spread)]
-    return _emit(ops, world, deps, pdeps, gens, start, ends, dtype, op_name, atom, where,
+            fence_on(writer, reader, cta, i)
+    # a rank's report goes out before its CTA 0 waits for the peers' reports
+    ends = [collect[r] for r in sorted(collect)] + end + [spread[k] for k in sorted(spread)]
+    return _emit(ops, world, deps, pdeps, gens, start + gates, ends, dtype, op_name, atom, where,
                  notify_order == "rotated")
+
+
+def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int]:
+    """Route every op's waits for peers' starts through one gate per rank on its CTA 0:
+    the gate waits for those starts, the op for the gate. Returns the gates' op ids (in
+    rank order; each runs before any op of its CTA)."""
+    lo, hi = start[0], start[-1]
+    gate: dict[int, int] = {}
+    for i in range(len(ops)):
+        ds = deps.get(i)
+        if not ds:
+            continue
+        got = {d for d in ds if lo <= d <= hi}
+        if not got:
+            continue
+        k = ops[i].rank
+        g = gate.get(k)
+        if g is None:
+            g = gate[k] = len(where)
+            where.append((k, 0))
+        ds -= got
+        ds.add(g)
+        deps[g] |= got
+    return [gate[k] for k in sorted(gate)]
 
 
 def _write_once(ops: list[Op], buffer: str) -> bool:

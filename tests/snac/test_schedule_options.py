@@ -1,5 +1,5 @@
 """The schedule options the codesign search added (policy.fence, policy.push_nbytes,
-policy.notify_order):
+policy.notify_order, policy.start):
 unset they plan exactly as before; set, every plan verifies and the reference executor
 gives the spec's answer, over repeated calls; and they change what they say they change."""
 import numpy as np
@@ -22,7 +22,11 @@ SHAPES = [Policy(regime="direct", algorithm="two_shot", fence="cta"),
           Policy(regime="latency", algorithm="one_shot", push_nbytes=128),
           Policy(regime="latency", algorithm="two_shot", push_nbytes=192),
           Policy(regime="direct", algorithm="two_shot", fence="cta", notify_order="rotated"),
-          Policy(regime="throughput", algorithm="one_shot", notify_order="rotated")]
+          Policy(regime="throughput", algorithm="one_shot", notify_order="rotated"),
+          Policy(regime="direct", algorithm="two_shot", fence="gather", start="gate"),
+          Policy(regime="direct", algorithm="one_shot", fence="gather", start="gate", notify_order="rotated"),
+          Policy(regime="throughput", algorithm="ring", fence="gather", start="gate"),
+          Policy(regime="throughput", algorithm="two_shot", start="gate")]
 
 
 def run(c, pol, calls=3, chunk=64, staging=512, topology=None, budget=64):
@@ -36,7 +40,7 @@ def run(c, pol, calls=3, chunk=64, staging=512, topology=None, budget=64):
     return s
 
 
-@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}")
+@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}-{p.start}")
 @pytest.mark.parametrize("w", [2, 3, 5, 8])
 def test_new_shapes_run_right_on_the_reference_executor(w, pol):
     for c in collectives(w, 96):
@@ -57,9 +61,9 @@ def test_unset_options_plan_as_before():
     for regime in ("latency", "throughput", "direct"):
         a = plan(c, policy=Policy(regime=regime, chunk_nbytes=256))
         b = plan(c, policy=Policy(regime=regime, chunk_nbytes=256, fence="rank", push_nbytes=None,
-                                  notify_order="rank"))
+                                  notify_order="rank", start="cta"))
         assert to_json(a) == to_json(b)
-        assert "fence" not in a.policy and "push_nbytes" not in a.policy and "notify_order" not in a.policy
+        assert not {"fence", "push_nbytes", "notify_order", "start"} & set(a.policy)
     one = plan(c, policy=Policy(regime="latency", chunk_nbytes=256, push_nbytes=256))
     assert programs_digest(one) == programs_digest(plan(c, policy=Policy(regime="latency", chunk_nbytes=256)))
 
@@ -127,7 +131,7 @@ def test_bad_option_values_are_refused():
         Policy(chunk_nbytes=64, push_nbytes=100).check()
 
 
-@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}")
+@pytest.mark.parametrize("pol", SHAPES, ids=lambda p: f"{p.regime}-{p.algorithm}-{p.fence}-{p.push_nbytes}-{p.notify_order}-{p.start}")
 def test_new_shapes_run_right_on_the_gpu_kernels_cpu_model(pol):
     """The GPU interpreter's CPU model (purlin.backends.gpu.emulate reads the encoded
     arrays as cuda/snac.cu does) gives the reference executor's bytes, over calls."""
@@ -141,3 +145,47 @@ def test_new_shapes_run_right_on_the_gpu_kernels_cpu_model(pol):
             x = random_inputs(c, rng)
             got, want = emu(x), ref(x)
             assert all(np.array_equal(got[r], want[r]) for r in range(4)), (name, call)
+
+
+def test_gate_and_gather_signal_each_peer_once_per_rank():
+    """Direct AllGather, 8 ranks x 4 put CTAs. Per rank, with the start and the end per CTA:
+    7 start flags out, each CTA waits for the 7 peers' starts, tells the 7 owners' CTA c it
+    is done and waits for the 7 peers' CTA c (35 flags out, 56 waited). With start='gate'
+    and fence='gather' only CTA 0 meets the peers: 7 starts waited, 1 local release, 3 local
+    reports, 7 reports out and 7 in (18 out, 20 waited). CTA 1 waits for its CTA 0's second
+    Notify (value 2) on rank 3's eighth signal (the first seven are the peers' CTAs 0)."""
+    c = library.all_gather(8, 8 * 4096)
+    base = Policy(regime="direct", algorithm="one_shot", chunk_nbytes=1024, put_ctas=4, consumer_ctas=1)
+
+    def flags(s, rank, kind):
+        return sum(len(i.signals) for p in s.programs if p.rank == rank for i in p.instrs
+                   if isinstance(i, kind))
+    per_cta, gated = plan(c, policy=base.with_(fence="cta")), plan(c, policy=base.with_(start="gate", fence="gather"))
+    for r in range(8):
+        assert (flags(per_cta, r, Notify), flags(per_cta, r, Wait)) == (35, 56)
+        assert (flags(gated, r, Notify), flags(gated, r, Wait)) == (18, 20)
+    cta1 = next(p for p in gated.programs if (p.rank, p.cta) == (3, 1)).instrs
+    assert cta1[0] == Wait((7,), 2) and isinstance(cta1[-1], Notify) and cta1[-1].peers == (3,)
+    cta0 = next(p for p in gated.programs if (p.rank, p.cta) == (3, 0)).instrs
+    assert [type(i).__name__ for i in cta0[:3]] == ["Notify", "Wait", "Notify"] and cta0[2].peers == (3,)
+
+
+def test_gated_start_still_guards_peer_buffers():
+    """The gate carries the start: a gated plan whose gate Wait is dropped is refused for
+    touching a peer's buffer before that peer started."""
+    from purlin.errors import ScheduleError
+    from dataclasses import replace
+    c = library.all_gather(4, 4 * 4096)
+    s = plan(c, policy=Policy(regime="direct", algorithm="one_shot", chunk_nbytes=1024, put_ctas=2,
+                              consumer_ctas=1, start="gate", fence="gather"))
+    k = next(j for j, p in enumerate(s.programs) if (p.rank, p.cta) == (1, 1))
+    prog = s.programs[k]
+    assert isinstance(prog.instrs[0], Wait)
+    bad = replace(s, programs=s.programs[:k] + (replace(prog, instrs=prog.instrs[1:]),) + s.programs[k + 1:])
+    with pytest.raises(ScheduleError, match=r"missing start handshake"):
+        verify(bad)
+
+
+def test_bad_start_option_is_a_clear_error():
+    with pytest.raises(PlanError, match=r"policy.start 'gated': choose one of cta, gate"):
+        Policy(start="gated")
