@@ -199,3 +199,13 @@ def test_flows_below_the_changed_level_keep_their_rates(flows, data):
     got, _ = fill(idx_n, w_n, cap_n, _CAPS, 6, keep, old_n)
     want, _ = progressive(idx_n, w_n, cap_n, _CAPS, 6)
     assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_an_unbounded_flow_is_refused_before_any_round():
+    """A flow with no cap crossing only unbounded resources has no max-min rate."""
+    idx = np.array([[0, 6], [6, 6]])
+    w = np.array([[1.0, 0.0], [1.0, 0.0]])
+    with pytest.raises(ValueError, match="neither a finite cap nor a finite resource"):
+        fill(idx, w, np.array([np.inf, np.inf]), _CAPS, 6)
+    rate, rem = fill(idx, w, np.array([np.inf, 7.0]), _CAPS, 6)   # capped: fine
+    assert rate.tolist() == [100.0, 7.0] and rem[0] == 0.0
