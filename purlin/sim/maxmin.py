@@ -109,14 +109,6 @@ def _row_min(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _row_any(a: np.ndarray) -> np.ndarray:
-    """``a.any(axis=1)``, a column at a time (see :func:`_row_min`)."""
-    out = a[:, 0].copy()
-    for j in range(1, a.shape[1]):
-        out |= a[:, j]
-    return out
-
-
 def _row_all(a: np.ndarray) -> np.ndarray:
     """``a.all(axis=1)``, a column at a time (see :func:`_row_min`)."""
     out = a[:, 0].copy()

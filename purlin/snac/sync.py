@@ -88,15 +88,24 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     # (rank, cta) of every op, then of the virtual ones (fence="cta" adds ends later)
     where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
     spread: dict[tuple[int, int], int] = {}        # fence="cta": (owner, cta) -> end op
+    collect: dict[int, int] = {}                  # fence="gather": rank -> its CTA 0's report
+    deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
 
-    def end_of(owner: int, cta: int) -> int:
+    def end_of(owner: int, toucher: int, cta: int) -> int:
+        """The op a touch of ``owner``'s memory by CTA ``cta`` of ``toucher`` precedes."""
+        if fence == "gather":   # through the toucher's report, which the owner's end waits for
+            g = collect.get(toucher)
+            if g is None:
+                g = collect[toucher] = len(where)
+                where.append((toucher, 0))
+            deps[end[owner]].add(g)
+            return g
         if fence != "cta" or cta == 0:
             return end[owner]
         if (owner, cta) not in spread:
             spread[(owner, cta)] = len(where)
             where.append((owner, cta))
         return spread[(owner, cta)]
-    deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
     pdeps: defaultdict[int, list[tuple[Ref, int, int]]] = defaultdict(list)  # packet waits
     writers: dict[tuple[int, str], IntervalMap] = {}
     readers: dict[tuple[int, str], IntervalMap] = {}
@@ -187,24 +196,12 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             orders.update({(rank_of[d], to) for d in dep})
     gates = _gate_starts(ops, deps, start, where) if start_at == "gate" else []
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
-    collect: dict[int, int] = {}                  # fence="gather": rank -> its CTA 0's report
-
-    def fence_on(owner: int, toucher: int, cta: int, i: int) -> None:
-        if fence != "gather":
-            deps[end_of(owner, cta)].add(i)
-            return
-        g = collect.get(toucher)
-        if g is None:
-            g = collect[toucher] = len(where)
-            where.append((toucher, 0))
-        deps[g].add(i)
-        deps[end[owner]].add(g)
     for (rank, cta, owner), (i, user) in last_touch.items():
         if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
-            fence_on(owner, rank, cta, i)
+            deps[end_of(owner, rank, cta)].add(i)
     for (writer, reader, cta), i in remote_fill.items():
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
-            fence_on(writer, reader, cta, i)
+            deps[end_of(writer, reader, cta)].add(i)
     # a rank's report goes out before its CTA 0 waits for the peers' reports
     ends = [collect[r] for r in sorted(collect)] + end + [spread[k] for k in sorted(spread)]
     return _emit(ops, world, deps, pdeps, gens, start + gates, ends, dtype, op_name, atom, where,
@@ -215,13 +212,13 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
     """Route every op's waits for peers' starts through one gate per rank on its CTA 0:
     the gate waits for those starts, the op for the gate. Returns the gates' op ids (in
     rank order; each runs before any op of its CTA)."""
-    lo, hi = start[0], start[-1]
+    starts = set(start)
     gate: dict[int, int] = {}
     for i in range(len(ops)):
         ds = deps.get(i)
         if not ds:
             continue
-        got = {d for d in ds if lo <= d <= hi}
+        got = ds & starts
         if not got:
             continue
         k = ops[i].rank
