@@ -2,8 +2,8 @@
 
 Why: reading the full buffer key of :func:`purlin.backends.gpu.launch.buffer_key`
 (pointer, element count and type, contiguity) for the 16 buffers of an 8-rank loopback
-call was most of a cached call's host time; with ids first an AllReduce of cupy arrays
-went from 10.7 to 6.2 us (``h200-eager-before.json`` against ``h200-eager.json``). Ids
+call was most of a cached call's host time (``benchmarks/results/h200-eager-before.json``
+holds the code before this table: 10.7 us an AllReduce of cupy arrays). Ids
 answer the same question when:
 
 - an entry is dropped as soon as any of its buffers is collected (a weakref callback),
@@ -12,17 +12,29 @@ answer the same question when:
   size, dtype and contiguity are fixed for its life, and every in-place change of a torch
   tensor's metadata (``set_``, ``resize_``, ``as_strided_``, ``t_``...) bumps its version
   counter, which an entry records and each call compares. In-place data writes bump it
-  too; such a call just misses here and takes the full key (still no re-plan).
+  too (a loop that writes its inputs every step), so a moved version does not miss: the
+  full key of just the tensors whose version moved is read again and compared with the
+  one the entry was made with; equal keys mean the same bytes, and the entry takes the
+  new versions;
+- one change torch makes without a version bump: ``x.data = y`` replaces a tensor's
+  storage and shape and keeps its version. So each call also reads every tensor's
+  pointer (what matters most: memory that moved, or was freed); a tensor whose pointer
+  moved has its full key read again as above. What this cannot see is ``x.data = y``
+  with ``y`` at the very same pointer but another shape or dtype: rebind by passing
+  new tensor objects (docs/gpu.md says so).
 
 Buffers of any other kind, or a None among them, never enter this table.
 """
 from __future__ import annotations
 
 import weakref
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import Any, Callable
 
+from purlin.backends.gpu.launch import buffer_key
+
 _version = attrgetter("_version")
+_pointer = methodcaller("data_ptr")
 
 
 def _kind(objs: list) -> str | None:
@@ -41,35 +53,52 @@ def _kind(objs: list) -> str | None:
 
 class ByIdentity:
     """(call key, buffer objects) -> bound call, at most ``limit`` entries (the oldest go
-    first). ``get`` costs one id per buffer, plus one version read per torch tensor."""
+    first). ``get`` costs one id per buffer, plus a version and a pointer read per
+    torch tensor (and a full ``key`` read of each tensor where either moved). ``key`` is what the world
+    matches buffers by otherwise (:func:`purlin.backends.gpu.launch.buffer_key`)."""
 
-    def __init__(self, limit: int = 1024):
-        self._table: dict[tuple, tuple[Any, tuple | None, tuple]] = {}
+    def __init__(self, limit: int = 1024, key: Callable[[Any], Any] = buffer_key):
+        # entry: (bound, weakrefs, and for torch tensors (versions, pointers, keys) when put)
+        self._table: dict[tuple, tuple[Any, tuple, tuple | None]] = {}
         self._limit = limit
+        self._key = key
+        self._seen: dict[tuple, None] = {}   # id sets met once, no weakrefs (see again)
 
     def __len__(self) -> int:
         return len(self._table)
 
     def get(self, key: Any, objs: list) -> Any | None:
-        """The bound call put under ``key`` for these very objects, unchanged since."""
-        e = self._table.get((key, tuple(map(id, objs))))
+        """The bound call put under ``key`` for these very objects, with the same keys."""
+        k = (key, tuple(map(id, objs)))
+        e = self._table.get(k)
         if e is None:
             return None
-        if e[1] is not None and tuple(map(_version, objs)) != e[1]:
-            return None
+        if e[2] is not None:
+            versions, pointers = tuple(map(_version, objs)), tuple(map(_pointer, objs))
+            then_v, then_p, keys = e[2]
+            if versions != then_v or pointers != then_p:
+                read = self._key
+                for o, v, tv, p, tp, was in zip(objs, versions, then_v, pointers, then_p, keys):
+                    if (v != tv or p != tp) and read(o) != was:
+                        return None
+                self._table[k] = (e[0], e[1], (versions, pointers, keys))
         return e[0]
 
-    def put(self, key: Any, objs: list, bound: Any) -> bool:
-        """Remember ``bound`` for ``key`` and these objects; False (nothing kept) for
-        buffers this table cannot vouch for."""
+    def put(self, key: Any, objs: list, bound: Any, keys: tuple | None = None) -> bool:
+        """Remember ``bound`` for ``key`` and these objects (``keys``: their keys, when
+        the caller has read them already); False (nothing kept) for buffers this table
+        cannot vouch for."""
         kind = _kind(objs)
         if kind is None or not objs:
             return False
         k = (key, tuple(map(id, objs)))
-        versions = tuple(map(_version, objs)) if kind == "torch" else None
+        state = None
+        if kind == "torch":
+            state = (tuple(map(_version, objs)), tuple(map(_pointer, objs)),
+                     tuple(keys) if keys is not None else tuple(map(self._key, objs)))
         old = self._table.get(k)
-        if old is not None:   # the same live objects, written since: new versions, same weakrefs
-            self._table[k] = (bound, versions, old[2])
+        if old is not None:   # the same live objects, changed since: new state, same weakrefs
+            self._table[k] = (bound, old[1], state)
             return True
         drop = self._dropper(k)
         try:
@@ -78,12 +107,30 @@ class ByIdentity:
             return False
         if len(self._table) >= self._limit:
             self._table.pop(next(iter(self._table)))
-        self._table[k] = (bound, versions, refs)
+        self._table[k] = (bound, refs, state)
         return True
+
+    def again(self, key: Any, objs: list) -> bool:
+        """Whether these object ids came with ``key`` before (among the last few sets).
+
+        Why: an eager model hands a collective new tensor objects every step (fresh
+        outputs of the caching allocator at the same pointers); weak references to
+        objects that die before they are met again cost more than the entry saves. So
+        a caller enters a set only when it comes again. An id here is a hint, never a
+        match: what is entered is vouched for by the full keys first."""
+        k = (key, tuple(map(id, objs)))
+        if k in self._seen:
+            del self._seen[k]
+            return True
+        if len(self._seen) >= 64:
+            self._seen.pop(next(iter(self._seen)))
+        self._seen[k] = None
+        return False
 
     def clear(self) -> None:
         """Forget every entry (new bindings replace the old ones)."""
         self._table.clear()
+        self._seen.clear()
 
     def _dropper(self, k: tuple) -> Callable[[Any], None]:
         table = self._table

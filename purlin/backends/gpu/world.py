@@ -212,14 +212,16 @@ class World(Collectives):
         objs = None if fresh or self._tracing else self._objects(inputs, outputs)
         b = None if objs is None else self._ids.get(d, objs)
         if b is None:
-            key = (d, self._signature(inputs, outputs))
+            sig = self._signature(inputs, outputs)
+            key = (d, sig)
             b = self._bound.get(key)
-            if b is None or self._tracing:
+            new = b is None or bool(self._tracing)
+            if new:
                 b = self._bind(schedule, inputs, outputs, verify)
                 if not (self._tracing or fresh):
                     self._bound[key] = b
-            if objs is not None:
-                self._ids.put(d, objs, b)
+            if objs is not None and (new or self._ids.again(d, objs)):
+                self._ids.put(d, objs, b, sig)
         self._last = b
         b.go(current_stream(stream, b.torch, b.device))
         return outputs
@@ -231,17 +233,20 @@ class World(Collectives):
         objs = self._objects(x, out)
         b = self._ids.get(key, objs)
         if b is None:
-            b = self._lib.get((key, self._signature(x, out)))
+            sig = self._signature(x, out)
+            b = self._lib.get((key, sig))
             if b is None:
                 return False
-            self._ids.put(key, objs, b)
+            if self._ids.again(key, objs):   # not new objects every call: worth an entry
+                self._ids.put(key, objs, b, sig)
         b.go(current_stream(stream, b.torch, b.device))
         return True
 
     def _remember(self, key: tuple, x, out) -> None:
         if self._last is not None and not self._tracing:
-            self._lib[(key, self._signature(x, out))] = self._last
-            self._ids.put(key, self._objects(x, out), self._last)
+            sig = self._signature(x, out)
+            self._lib[(key, sig)] = self._last
+            self._ids.put(key, self._objects(x, out), self._last, sig)
 
     def _objects(self, inputs, outputs) -> list:
         """This process's buffer objects of a call, inputs then outputs."""

@@ -117,7 +117,8 @@ def test_bound_calls_see_new_data_and_rebind_for_new_buffers(cp):
 def test_a_bound_torch_call_is_checked_again_after_an_in_place_change(cp):
     """Calls found by their buffer objects (the identity table) rest on the torch version
     counter: a tensor resized or made non-contiguous in place after binding is refused,
-    and one refilled in place still gets the right sums."""
+    and one refilled in place still gets the right sums, found by identity still (only
+    its own key read again, not the call's whole signature)."""
     torch = pytest.importorskip("torch", reason="torch is an optional extra")
     w = world(2)
     xs = [torch.full((64,), float(r + 1), device="cuda") for r in range(2)]
@@ -125,10 +126,21 @@ def test_a_bound_torch_call_is_checked_again_after_an_in_place_change(cp):
     w.all_reduce(xs, outs)
     w.all_reduce(xs, outs)                      # found by identity now
     assert len(w._ids) >= 1
-    xs[0].fill_(5.0)                            # a write bumps the version: the full key, same binding
+    signatures = []
+    full = w._signature
+    w._signature = lambda *a: signatures.append(a) or full(*a)
+    bound = len(w._lib)
+    for k in range(3):
+        xs[0].fill_(5.0 + k)                    # a write bumps the version: same bytes, same binding
+        w.all_reduce(xs, outs)
+        w.synchronize()
+        assert float(outs[1][63]) == 7.0 + k
+    assert signatures == [] and len(w._lib) == bound
+    del w._signature
+    xs[0].data = torch.full((64,), 9.0, device="cuda")   # new storage, same version
     w.all_reduce(xs, outs)
     w.synchronize()
-    assert float(outs[1][63]) == 7.0
+    assert float(outs[0][0]) == 11.0 and len(w._lib) == bound + 1   # rebound to the new pointer
     outs[1].resize_(32)                         # in place, same pointer
     with pytest.raises(SpecError, match="output of rank 1"):
         w.all_reduce(xs, outs)

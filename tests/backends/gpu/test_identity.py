@@ -12,11 +12,20 @@ class FakeCupy:
 
 
 class FakeTensor:
-    """Stands for a torch tensor: module torch and a version counter."""
+    """Stands for a torch tensor: module torch, a version counter, and ``meta`` standing
+    for what its full key reads (pointer, count, dtype, contiguity)."""
     __module__ = "torch"
 
-    def __init__(self):
+    def __init__(self, meta=("ptr", 4)):
         self._version = 0
+        self.meta = meta
+
+    def data_ptr(self):
+        return self.meta[0]
+
+
+def fake_key(x):
+    return x.meta
 
 
 def test_the_same_objects_find_their_bound_call():
@@ -39,15 +48,32 @@ def test_an_entry_goes_when_any_of_its_buffers_is_collected():
     assert len(t) == 0                           # so a new object reusing the id never matches
 
 
-def test_a_torch_tensor_changed_in_place_misses():
-    t = ByIdentity()
+def test_a_torch_tensor_whose_metadata_changed_misses():
+    t = ByIdentity(key=fake_key)
     xs = [FakeTensor(), FakeTensor()]
     t.put("k", xs, "bound")
     assert t.get("k", xs) == "bound"
-    xs[0]._version += 1                          # resize_, set_, t_ ... or a write
+    xs[0]._version += 1
+    xs[0].meta = ("other ptr", 4)                # resize_, set_, t_ ...: the key moved
     assert t.get("k", xs) is None
     t.put("k", xs, "bound2")                     # the full check ran again and vouched for it
     assert t.get("k", xs) == "bound2"
+
+
+def test_a_torch_tensor_written_in_place_still_hits_and_rereads_only_what_moved():
+    reads = []
+
+    def counting_key(x):
+        reads.append(x)
+        return x.meta
+    t = ByIdentity(key=counting_key)
+    xs = [FakeTensor(("a", 4)), FakeTensor(("b", 4)), FakeTensor(("c", 4))]
+    t.put("k", xs, "bound", keys=[x.meta for x in xs])
+    assert reads == []                           # keys the caller read are not read again
+    xs[1]._version += 1                          # a data write: same bytes, new version
+    assert t.get("k", xs) == "bound"
+    assert reads == [xs[1]]                      # only the tensor whose version moved
+    assert t.get("k", xs) == "bound" and reads == [xs[1]]   # the entry took the new version
 
 
 @pytest.mark.parametrize("objs", [[FakeCupy(), None], [FakeCupy(), FakeTensor()], [object()], []])
@@ -65,14 +91,46 @@ def test_the_oldest_entry_goes_first_past_the_limit():
     assert (t.get("k", a), t.get("k", b), t.get("k", c)) == (None, 1, 2)
 
 
-def test_real_torch_metadata_changes_bump_the_version():
-    """What the table rests on for torch: every in-place metadata change bumps _version."""
+def test_real_torch_metadata_changes_miss_and_data_writes_hit():
+    """What the table rests on for torch: every in-place metadata change bumps _version,
+    and the key read again tells a metadata change from a data write."""
     torch = pytest.importorskip("torch", reason="torch is an optional extra")
     x = torch.empty(4, 4)
     t = ByIdentity()
     t.put("k", [x], "bound")
     for change in (lambda: x.t_(), lambda: x.resize_(2, 2), lambda: x.as_strided_((2,), (1,)),
-                   lambda: x.set_(torch.empty(3)), lambda: x.unsqueeze_(0)):
+                   lambda: x.set_(torch.empty(3))):
         change()
         assert t.get("k", [x]) is None
         t.put("k", [x], "bound")
+    before = x._version
+    x.add_(1)                                    # a data write
+    x.unsqueeze_(0)                              # a new shape over the very same bytes
+    assert x._version > before
+    assert t.get("k", [x]) == "bound"
+    x.data = torch.empty(5)                      # no version bump, a new pointer
+    assert x._version == before + 2 and t.get("k", [x]) is None
+
+
+def test_a_torch_tensor_whose_pointer_moved_without_a_version_bump_misses():
+    """``x.data = y`` keeps x's version (torch 2.11, seen on the GPU machine): the
+    pointer read on every call catches the storage that moved."""
+    t = ByIdentity(key=fake_key)
+    xs = [FakeTensor(("a", 4)), FakeTensor(("b", 4))]
+    t.put("k", xs, "bound")
+    xs[1].meta = ("elsewhere", 4)                # no version bump
+    assert t.get("k", xs) is None
+    xs[1].meta = ("b", 4)                        # back where it was bound: the same bytes
+    assert t.get("k", xs) == "bound"
+
+
+def test_a_set_of_objects_is_worth_an_entry_only_when_it_comes_again():
+    t = ByIdentity()
+    xs, ys = [FakeCupy(), FakeCupy()], [FakeCupy(), FakeCupy()]
+    assert (t.again("k", xs), t.again("k", ys), t.again("other", xs)) == (False, False, False)
+    assert t.again("k", xs) and not t.again("k", xs[::-1])
+    assert not t.again("k", xs)                  # met again once: it goes in, the hint is spent
+    others = [[FakeCupy()] for _ in range(64)]
+    for o in others:                             # only the last 64 sets are remembered
+        t.again("k", o)
+    assert not t.again("k", ys)
