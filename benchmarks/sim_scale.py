@@ -9,7 +9,10 @@ and AllToAllV from 1 KiB to 1 GiB, factor 4.
 Every point runs in a process of its own, once for time and once under tracemalloc for
 each phase's peak memory. The baseline is the engine before the rack-scale work (commit
 3934e54, extracted with ``git archive``), timed in the same run on the points where it
-finishes within ``--old-timeout``: ``speedup`` is its time over ours, per phase. Per phase,
+finishes within ``--old-timeout``: ``speedup`` is its time over ours, per phase, and
+``same_time_us`` whether both predict the same time (within 0.5%) for one schedule: where
+today's default policy differs from the baseline's, ours runs again with the baseline's
+policy for that comparison (``--recheck FILE`` does just this for an earlier run). Per phase,
 a least-squares line of log(wall) against log(ranks), log(size) and log(instructions)
 gives the growth exponent. Writes ``benchmarks/results/sim_scale.json`` and
 ``benchmarks/results/sim_scale.png``.
@@ -72,7 +75,7 @@ def run(args) -> dict:
             row["old"] = measure(spec, root=old_root, timeout_s=args.old_timeout)
             if "error" not in row["old"]:
                 row["speedup"] = {ph: row["old"][f"{ph}_s"] / row["new"][f"{ph}_s"] for ph in PHASES + ("total",)}
-                row["same_time_us"] = abs(row["old"]["time_us"] / row["new"]["time_us"] - 1) < 5e-3
+                same_plan(row, args.timeout)
         return row
 
     from concurrent.futures import ThreadPoolExecutor
@@ -88,6 +91,40 @@ def run(args) -> dict:
                                               f"  old: {row['old']['error']}" if "old" in row else "")),
               flush=True)
     return {"rows": rows, "summary": summarize(rows)}
+
+
+def same_plan(row: dict, timeout_s: float) -> None:
+    """Whether the engines agree: where the default policy has changed since the baseline
+    (the codesign tables and generic rules of today plan another schedule), this engine
+    runs again with the baseline's policy, so both simulate one schedule. Sets
+    ``default_changed``, ``same_time_us`` and, where it ran, ``new_on_old_policy``."""
+    old, new = row["old"], row["new"]
+    row["default_changed"] = _policy(old["policy"]) != _policy(new["policy"])
+    ours = new
+    if row["default_changed"]:
+        spec = {k: row[k] for k in ("topology", "collective", "size")}
+        ours = row["new_on_old_policy"] = measure(dict(spec, policy=old["policy"]), timeout_s=timeout_s)
+    row["same_time_us"] = ("error" not in ours and abs(old["time_us"] / ours["time_us"] - 1) < 5e-3)
+
+
+def _policy(p: dict) -> dict:
+    """A recorded policy with the options added since the baseline at their old values."""
+    from purlin.snac.policy import LATER_OPTIONS
+    return {**LATER_OPTIONS, **p}
+
+
+def recheck(path: Path, timeout_s: float) -> dict:
+    """Apply :func:`same_plan` to the rows of an earlier run (its timings stay as they
+    were) and summarize again; the recheck says where and when it ran."""
+    import json
+    from common import header
+    doc = json.loads(path.read_text())
+    for row in doc["rows"]:
+        if "speedup" in row:
+            same_plan(row, timeout_s)
+    doc["summary"] = summarize(doc["rows"])
+    doc["recheck"] = header()
+    return doc
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -108,7 +145,11 @@ def summarize(rows: list[dict]) -> dict:
         out[f"growth_{curve}"] = fits
     sp = [r["speedup"]["total"] for r in rows if "speedup" in r]
     out["speedup_total"] = {"min": min(sp), "median": float(np.median(sp)), "max": max(sp)} if sp else None
-    out["same_answers"] = all(r.get("same_time_us", True) for r in rows)
+    both = [r for r in rows if "same_time_us" in r]
+    out["compared"] = len(both)
+    out["default_changed"] = sum(r.get("default_changed", False) for r in both)
+    out["same_answers"] = all(r["same_time_us"] for r in both)   # one schedule, two engines, 0.5%
+    out["different_answers"] = [(r["topology"], r["collective"], r["size"]) for r in both if not r["same_time_us"]]
     out["largest_point"] = max(((r["new"]["instructions"], r["topology"], r["collective"], r["size"],
                                  r["new"]["total_s"]) for r in ok), default=None)
     out["errors"] = [(r["topology"], r["collective"], r["size"], r["new"]["error"]) for r in rows if "error" in r["new"]]
@@ -155,8 +196,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1,
                     help="points measured at once, one process each (at most the idle cores)")
     ap.add_argument("--old-timeout", type=float, default=300.0, help="seconds per point (baseline)")
+    ap.add_argument("--recheck", type=Path, default=None,
+                    help="only compare the engines on one schedule for the rows of this earlier result")
     args = ap.parse_args()
-    doc = run(args)
+    doc = recheck(args.recheck, args.timeout) if args.recheck else run(args)
     path = write("sim_scale.json", doc)
     plot(doc, RESULTS / "sim_scale.png")
     print(f"wrote {path} and {RESULTS / 'sim_scale.png'}")
