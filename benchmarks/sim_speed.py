@@ -8,8 +8,9 @@ point. Each point runs in a fresh process (``sim_point.py``): its caches and mem
 are its own, as a first ``purlin sim`` call's would be. A point that runs past
 ``--timeout-factor`` times its target is stopped and recorded as a miss.
 
-Baseline in the same run: the engine before the rack-scale work (commit 3934e54) on the
-cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB, AllToAllV 64 MiB), against this
+Baseline in the same run: the engine before the rack-scale work (commit 3934e54; another
+with ``--baseline COMMIT``) on the cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB,
+AllToAllV 64 MiB; others with ``--baseline-cases``), against this
 engine given the old default policy (one schedule: the engine's own speedup, and the same
 answer), and against this engine's default (what a user gets now), as ratios.
 
@@ -64,19 +65,20 @@ def run_targets(topologies: list[str], sizes: dict[str, list[int]], factor: floa
     return rows
 
 
-def run_baseline(rows: list[dict], timeout_s: float) -> list[dict]:
-    """The baseline engine on BASELINE_CASES with its own default policy, and this engine
-    with that same policy: the pair runs one schedule, so its speedup is the engine's alone
-    and its answers must agree (``same_time_us``). ``default_speedup`` compares each
-    engine's own default (what a user got then and gets now)."""
-    old_root = baseline_checkout(BASELINE, Path(tempfile.gettempdir()) / "purlin-baseline")
+def run_baseline(rows: list[dict], timeout_s: float, commit: str = BASELINE,
+                 cases: tuple = BASELINE_CASES) -> list[dict]:
+    """The baseline engine (``commit``) on ``cases`` with its own default policy, and this
+    engine with that same policy: the pair runs one schedule, so its speedup is the
+    engine's alone and its answers must agree (``same_time_us``). ``default_speedup``
+    compares each engine's own default (what a user got then and gets now)."""
+    old_root = baseline_checkout(commit, Path(tempfile.gettempdir()) / "purlin-baseline")
     out = []
-    for topo, name, size in BASELINE_CASES:
+    for topo, name, size in cases:
         point = {"topology": topo, "collective": name, "size": size}
         new = next((r for r in rows if (r["topology"], r["collective"], r["size"]) == (topo, name, size)
                     and "error" not in r), None) or measure(point, timeout_s=timeout_s)
         old = measure(point, root=old_root, timeout_s=timeout_s)
-        row = {**point, "new": new, "old": old}
+        row = {**point, "commit": commit, "new": new, "old": old}
         if "error" not in old:
             same = measure({**point, "policy": old["policy"]}, timeout_s=timeout_s)
             row["new_same_policy"] = same
@@ -114,7 +116,7 @@ def summarize(rows: list[dict], baseline: list[dict]) -> dict:
                                     and all("error" not in r for r in rows if r["topology"] == "gb200-nvl72")
                                     and g["curve_total_s"] <= CURVE_TARGET_S)
     out["memory_target_mb"] = MEMORY_TARGET_MB
-    out["baseline"] = [{k: b[k] for k in ("topology", "collective", "size")} | {
+    out["baseline"] = [{k: b[k] for k in ("topology", "collective", "size", "commit")} | {
         "speedup": b.get("speedup"), "memory_ratio": b.get("memory_ratio"), "same_time_us": b.get("same_time_us"),
         "old_total_s": b["old"].get("total_s"), "new_same_policy_total_s": b.get("new_same_policy", {}).get("total_s"),
         "default_speedup": b.get("default_speedup"), "new_total_s": b["new"].get("total_s")} for b in baseline]
@@ -136,7 +138,16 @@ def main() -> dict:
     ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
     ap.add_argument("--out", default="sim_speed.json", help="result file name under benchmarks/results")
     ap.add_argument("--reuse", default="", help="take the points from this results file; measure the baseline only")
+    ap.add_argument("--baseline", default=BASELINE, help=f"commit of the baseline engine (default {BASELINE})")
+    ap.add_argument("--baseline-cases", default="",
+                    help="TOPOLOGY:COLLECTIVE:BYTES,... for the baseline (default: the issue's NVL72 cases)")
     args = ap.parse_args()
+    cases = BASELINE_CASES
+    if args.baseline_cases:
+        try:
+            cases = tuple((t, c, int(n)) for t, c, n in (x.split(":") for x in args.baseline_cases.split(",")))
+        except ValueError:
+            ap.error(f"--baseline-cases {args.baseline_cases!r}: expected TOPOLOGY:COLLECTIVE:BYTES,...")
     topologies = [t for t in args.topologies.split(",") if t]
     quick = set(args.quick_for.split(",")) | (set(topologies) if args.quick else set())
     sizes = {t: SIZES[::3] if t in quick else SIZES for t in topologies}
@@ -149,7 +160,7 @@ def main() -> dict:
         points_from = {k: earlier.get(k) for k in ("command", "date", "machine")}
     else:
         rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
-    baseline = [] if args.no_old else run_baseline(rows, timeout_s=600.0)
+    baseline = [] if args.no_old else run_baseline(rows, 600.0, args.baseline, cases)
     summary = summarize(rows, baseline)
     doc = {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(), "points": rows, "baseline": baseline}
     if points_from:

@@ -292,6 +292,9 @@ def _first_shortest_path(g: nx.DiGraph, a: str, b: str, dist: dict[str, int]) ->
         d = 1 + min(nxt)
     path, here = [a], a
     while here != b:
+        if d == 1:   # b is the one node 0 hops from b: no need to scan a switch's W ports
+            path.append(b)
+            break
         closer = [n for n in g.successors(here) if dist.get(n) == d - 1]
         here = min(closer, key=_node_key)
         path.append(here)

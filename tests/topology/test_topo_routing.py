@@ -18,6 +18,7 @@ from purlin.topology import (
     route,
     with_overrides,
 )
+from purlin.topology.model import Switch
 
 
 def test_hgx_route_is_uplink_then_downlink():
@@ -157,3 +158,23 @@ def test_overrides_latency_nvls_hbm_and_world():
         with_overrides(base, world=4)
     with pytest.raises(TopologyError, match="link_bandwidth_scale: must be a number > 0, got -1"):
         with_overrides(base, link_bandwidth_scale=-1)
+
+
+@pytest.mark.parametrize("name", ["hgx-h200-8", "pcie-gen5-8", "mesh-2d-16", "mi300x-8", "gb200-nvl72",
+                                  "rubin-ultra-nvl576"])
+def test_each_route_is_the_first_shortest_path_by_node_order(name):
+    """The route of a pair is the shortest path whose node sequence sorts first (GPUs by
+    index, then switches by name), as networkx enumerates them all: the hop search may
+    take shortcuts (a switch's last hop is not scanned port by port) but not another path."""
+    import networkx as nx
+    from purlin.topology.routing import _direct_gpus, _node_key
+    t = load_topology(name)
+    g = t.graph
+    gpus = [t.gpu_of(r).name for r in range(t.world)]
+    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i % 5::max(1, len(gpus) // 9)] if a != b]
+    for a, b in pairs[:400]:
+        view = g
+        if b in _direct_gpus(t, a):   # direct pairs route over switches only
+            view = nx.subgraph_view(g, filter_node=lambda n: n in (a, b) or isinstance(g.nodes[n]["part"], Switch))
+        want = min(nx.all_shortest_paths(view, a, b), key=lambda p: [_node_key(n) for n in p])
+        assert route(t, gpus.index(a), gpus.index(b)) == tuple(f"{x}->{y}" for x, y in zip(want, want[1:])), (a, b)
