@@ -154,10 +154,22 @@ def path_latency_us(topology: Topology, p: int, q: int) -> float:
     key = ("latency", a, b)
     if key not in topology._routes:   # cached: a rack asks for every pair of GPUs
         nodes = _path(topology, a, b)
-        wires = sum((topology.graph.edges[x, y]["link"].latency_us for x, y in zip(nodes, nodes[1:])), 0.0)
-        parts = (topology.graph.nodes[n]["part"] for n in nodes[1:-1])
-        topology._routes[key] = wires + sum(s.latency_us for s in parts if isinstance(s, Switch))
+        wire, hop = _latencies(topology)
+        topology._routes[key] = (sum((wire[x, y] for x, y in zip(nodes, nodes[1:])), 0.0)
+                                 + sum(hop[n] for n in nodes[1:-1]))
     return topology._routes[key]
+
+
+def _latencies(topology: Topology) -> tuple[dict, dict]:
+    """Per link (src, dst) its latency, per node what crossing it adds (a switch's
+    latency, 0 for a GPU): read once, since a rack's pairs each sum a path of them."""
+    got = topology._routes.get("latencies")
+    if got is None:
+        g = topology.graph
+        wire = {(x, y): d["link"].latency_us for x, y, d in g.edges(data=True)}
+        hop = {n: (d["part"].latency_us if isinstance(d["part"], Switch) else 0.0) for n, d in g.nodes(data=True)}
+        got = topology._routes["latencies"] = (wire, hop)
+    return got
 
 
 def direct_peers(topology: Topology, rank: int) -> tuple[int, ...]:
