@@ -167,7 +167,8 @@ def _latencies(topology: Topology) -> tuple[dict, dict]:
     if got is None:
         g = topology.graph
         wire = {(x, y): d["link"].latency_us for x, y, d in g.edges(data=True)}
-        hop = {n: (d["part"].latency_us if isinstance(d["part"], Switch) else 0.0) for n, d in g.nodes(data=True)}
+        hop = {n: (d["part"].latency_us if isinstance(d["part"], Switch) else 0.0)
+               for n, d in g.nodes(data=True)}
         got = topology._routes["latencies"] = (wire, hop)
     return got
 

@@ -54,8 +54,8 @@ def _kind(objs: list) -> str | None:
 class ByIdentity:
     """(call key, buffer objects) -> bound call, at most ``limit`` entries (the oldest go
     first). ``get`` costs one id per buffer, plus a version and a pointer read per
-    torch tensor (and a full ``key`` read of each tensor where either moved). ``key`` is what the world
-    matches buffers by otherwise (:func:`purlin.backends.gpu.launch.buffer_key`)."""
+    torch tensor (and a full ``key`` read of each tensor where either moved). ``key`` is
+    what the world matches buffers by otherwise (:func:`purlin.backends.gpu.launch.buffer_key`)."""
 
     def __init__(self, limit: int = 1024, key: Callable[[Any], Any] = buffer_key):
         # entry: (bound, weakrefs, and for torch tensors (versions, pointers, keys) when put)
