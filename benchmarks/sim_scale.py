@@ -199,6 +199,8 @@ def main() -> None:
     ap.add_argument("--recheck", type=Path, default=None,
                     help="only compare the engines on one schedule for the rows of this earlier result")
     args = ap.parse_args()
+    if args.recheck and not args.recheck.is_file():
+        ap.error(f"--recheck {args.recheck}: no such file (pass an earlier sim_scale.json)")
     doc = recheck(args.recheck, args.timeout) if args.recheck else run(args)
     path = write("sim_scale.json", doc)
     plot(doc, RESULTS / "sim_scale.png")
