@@ -27,11 +27,11 @@ def main() -> None:
         x = cp.random.standard_normal(max(1, c.input.nbytes(0) // 4), dtype=cp.float32).view(cp.uint8)
         ins = [x[: c.input.nbytes(0)] if c.input.nbytes(0) else None]
         outs = [cp.empty(c.output.nbytes(0), cp.uint8) if c.output.nbytes(0) else None]
-        world.run(s, ins, outs)
+        world.run(s, ins, outs, verify=False)   # not collectives: no spec for verify to hold
         world.synchronize()
         total = max(c.input.nbytes(0), 1)
         calls = 64 if total <= 4 * MiB else 8
-        us = time_graph(lambda: world.run(s, ins, outs), calls=calls, replays=5, warmup=1)
+        us = time_graph(lambda: world.run(s, ins, outs, verify=False), calls=calls, replays=5, warmup=1)
         world.check()
         rows.append({"case": name, **params, "us_per_call": us})
         print(f"{name:>10} {params}  {median(us):9.2f} us", flush=True)

@@ -15,15 +15,16 @@ Layout:
   REDUCE     dtype | op << 8    atom   src ref   nsrc dst ref   ndst
   NOTIFY     peer               signal value               run
   WAIT                          signal value               run
-  PUT_PKTS   value                     src ref        dst ref
+  PUT_PKTS   value              run    src ref        dst ref
   WAIT_PKTS  value                     src ref
   NOP        (a fused WaitPackets: its read checks the tags)               run
   ========== ================== ====== ========= ==== ========= ====
 
   "ref" columns index the first of consecutive rows of ``refs``. ``run``: how many
-  records of the same opcode start here in a row (signals: at most ``SIGNAL_RUN``); the
-  kernel runs them together (signals one per lane; NOPs skipped in one step) without
-  scanning for the run's end.
+  records of the same opcode start here in a row (signals: at most ``SIGNAL_RUN``;
+  PutPackets: at most ``PUT_RUN``); the kernel runs them together (signals one per lane,
+  PutPackets over all threads, NOPs skipped in one step) without scanning for the run's
+  end (a scan is one dependent load per record, on the critical path of every run).
 - ``refs``: int64 ``[m, 4]``: ``rank, buffer, offset, packet value``. A source in the
   ``packets`` buffer carries the value of the WaitPackets that covers it, so the read
   itself checks each packet's tag (that is how WaitPackets fuses with the next read).
@@ -50,12 +51,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from purlin.errors import ScheduleError
-from purlin.snac.kernel_constants import SIGNAL_BATCH
+from purlin.snac.kernel_constants import PACKET_BATCH, SIGNAL_BATCH
 from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets, fused_read, sources
 
 REC = 8
 PROG = 8
 SIGNAL_RUN = SIGNAL_BATCH   # Notifies (Waits) in a row the kernel runs together, one per lane of warp 0
+PUT_RUN = PACKET_BATCH      # PutPackets in a row the kernel runs together, over all its threads
 MAX_REFS = 256      # srcs + dsts of one instruction (shared-memory arrays in the kernel)
 OPC = {"NOP": 0, "COPY": 1, "REDUCE": 2, "NOTIFY": 3, "WAIT": 4, "PUT_PACKETS": 5,
        "WAIT_PACKETS": 6}
@@ -257,15 +259,19 @@ def encode(s: Schedule) -> Encoded:
 
 
 def _mark_runs(code: list[list[int]], first: int) -> None:
-    """Field f of each NOTIFY/WAIT/NOP record: the run of that opcode starting there
-    (records from ``first`` on, one program); signal runs are capped at SIGNAL_RUN (one
-    lane each), NOP runs are not (the kernel skips a whole run in one step)."""
+    """The run of each NOTIFY/WAIT/NOP record (field f) and PUT_PACKETS record (field b):
+    how many records of that opcode start there (records from ``first`` on, one program).
+    Signal runs are capped at SIGNAL_RUN (one lane each) and PutPackets runs at PUT_RUN
+    (the kernel's batch); NOP runs are not (the kernel skips a whole run in one step)."""
     run = 0
     for k in range(len(code) - 1, first - 1, -1):
         opc = code[k][0]
-        if opc in (OPC["NOTIFY"], OPC["WAIT"], OPC["NOP"]):
+        if opc in (OPC["NOTIFY"], OPC["WAIT"], OPC["NOP"], OPC["PUT_PACKETS"]):
             run = run + 1 if k + 1 < len(code) and code[k + 1][0] == opc else 1
-            code[k][7] = run if opc == OPC["NOP"] else min(run, SIGNAL_RUN)
+            if opc == OPC["PUT_PACKETS"]:
+                code[k][3] = min(run, PUT_RUN)
+            else:
+                code[k][7] = run if opc == OPC["NOP"] else min(run, SIGNAL_RUN)
         else:
             run = 0
 

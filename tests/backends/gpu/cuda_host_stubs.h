@@ -14,6 +14,7 @@ struct dim3_ { unsigned x, y, z; };
 extern dim3_ threadIdx, blockIdx, blockDim, gridDim;
 inline void __syncthreads() {}
 inline void __threadfence() {}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned) { return v; }
 inline void __threadfence_system() {}
 inline unsigned long long atomicAdd(unsigned long long*, unsigned long long) { return 0; }
 inline unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long) { return 0; }

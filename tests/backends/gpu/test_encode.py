@@ -63,6 +63,23 @@ def test_signal_runs_are_marked_and_capped():
     assert runs[40:] == [2, 1, 1, 1]                          # Waits, a lone Notify, rank 1's Wait
 
 
+def test_put_runs_are_marked_and_capped():
+    """Field b of a PUT_PACKETS record is how many PutPackets in a row start there, at most
+    the kernel's batch: the kernel runs that many together without walking the records
+    (the walk was one dependent load per put, 0.2 to 0.3 us a put in a run of seven:
+    benchmarks/results/h200-put-runs.json)."""
+    from purlin.backends.gpu.encode import PUT_RUN
+    from purlin.snac.kernel_constants import PACKET_BATCH
+    c = library.all_gather(2, 2048, "fp32")
+    put = lambda j: PutPackets(Ref(0, "input", 0), Ref(1, "packets", 64 * j), 64, 1)  # noqa: E731
+    ins = tuple(put(j) for j in range(11)) + (Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), 64),) \
+        + tuple(put(j) for j in range(11, 14))
+    enc = encode(Schedule(c, (Program(0, 0, "x", ins), Program(1, 0, "y", ())), 0, 14 * 64, 1, 2))
+    assert PUT_RUN == PACKET_BATCH == 8
+    assert enc.code[enc.code[:, 0] == OPC["PUT_PACKETS"], 3].tolist() == [8] * 4 + list(range(7, 0, -1)) + [3, 2, 1]
+    assert enc.code[enc.code[:, 0] == OPC["COPY"], 3].tolist() == [0]   # the Copy's atom field is untouched
+
+
 def test_fused_waits_become_one_nop_run():
     """The W=8 latency AllReduce's consumers wait on 7 peers' windows, then reduce them all:
     the 7 WaitPackets become NOPs marked as one run (the kernel skips them in one step)."""

@@ -171,18 +171,28 @@ __device__ __forceinline__ i64 put_tail_packets(const char* src, i64 nbytes) {
   return (nbytes - 16 * put_vectors(src, nbytes) + 7) / 8;
 }
 
-// A run of up to 8 consecutive PutPackets executed together, their 16-byte vectors spread
-// over all the CTA's threads (vector t of the run: instruction k, vector j), U per thread
-// loaded before the first store. One thread per vector of every instruction, rather than
-// one thread walking all of them: a thread holding eight vectors made ptxas spill, and the
-// run cost grew with its length (benchmarks/results/experiments-2026-11-29/, interp put1k).
+// Which put of a run holds item t, given where each put's items end (vend[0..m-1],
+// rising): the count of ends at or below t, from independent loads (no walk of the run).
+__device__ __forceinline__ int put_of(const i64* end, int m, i64 t) {
+  int k = 0;
+#pragma unroll
+  for (int j = 0; j < PURLIN_PUT_RUN - 1; ++j) k += (j < m - 1) & (t >= end[j]);
+  return k;
+}
+
+// A run of up to PURLIN_PUT_RUN consecutive PutPackets executed together, their 16-byte
+// vectors spread over all the CTA's threads (vector t of the run: instruction k, vector
+// j), U per thread loaded before the first store. One thread per vector of every
+// instruction, rather than one thread walking all of them: a thread holding eight vectors
+// made ptxas spill, and the run cost grew with its length (benchmarks/results/
+// experiments-2026-11-29/, interp put1k). vend/tend: where each instruction's vectors and
+// tail packets end in the run (a scan the caller made once), so no thread walks the run.
 // dsts[i] is the physical address of instruction i's first packet.
 template <bool GPU>
 __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, const i64* nbytes,
-                                    const u32* tags, int m) {
+                                    const u32* tags, const i64* vend, const i64* tend, int m) {
   const int U = PURLIN_PUT_UN;   // (2 was slower: experiments-2026-11-29/)
-  i64 total = 0;   // vectors in the run
-  for (int i = 0; i < m; ++i) total += put_vectors(srcs[i], nbytes[i]);
+  const i64 total = vend[m - 1];   // vectors in the run
   for (i64 t0 = threadIdx.x; t0 < total; t0 += (i64)U * blockDim.x) {
     V16 v[U];
     char* dst[U];
@@ -192,8 +202,8 @@ __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, 
       i64 t = t0 + (i64)u * blockDim.x;
       dst[u] = nullptr;
       if (t < total) {
-        int k = 0;
-        while (t >= put_vectors(srcs[k], nbytes[k])) t -= put_vectors(srcs[k], nbytes[k++]);   // at most m - 1 steps
+        const int k = put_of(vend, m, t);
+        if (k) t -= vend[k - 1];
         ldv(v[u], srcs[k] + 16 * t);
         dst[u] = dsts[k] + 32 * t;
         tag[u] = tags[k];
@@ -209,13 +219,11 @@ __device__ void cta_put_packets_run(const char* const* srcs, char* const* dsts, 
   // what no vector moved (a tail, or all of a source that is not 16-byte aligned): one
   // packet per thread, its payload read as words, or bytewise where the source allows
   // no words; a last packet carries fewer than 8 payload bytes
-  i64 tails = 0;
-  for (int i = 0; i < m; ++i) tails += put_tail_packets(srcs[i], nbytes[i]);
+  const i64 tails = tend[m - 1];
   for (i64 t = threadIdx.x; t < tails; t += blockDim.x) {
-    int k = 0;
-    i64 p = t;
-    while (p >= put_tail_packets(srcs[k], nbytes[k])) p -= put_tail_packets(srcs[k], nbytes[k++]);
-    const i64 b = 16 * put_vectors(srcs[k], nbytes[k]) + 8 * p;
+    const int k = put_of(tend, m, t);
+    const i64 p = k ? t - tend[k - 1] : t;
+    const i64 b = 16 * (vend[k] - (k ? vend[k - 1] : 0)) + 8 * p;
     const char* s = srcs[k] + b;
     u32 word[2] = {0u, 0u};
     if (nbytes[k] - b >= 8 && aligned(s, 4)) {

@@ -52,6 +52,7 @@ struct Cta {
   i64 code[CACHE_RECS * REC];
   i64 refs[CACHE_REFS * 4];
   i64 pn[PURLIN_PUT_RUN];
+  i64 vend[PURLIN_PUT_RUN], tend[PURLIN_PUT_RUN];   // a PutPackets run: where each put's vectors (tail packets) end
   const char* src[MAX_REFS];
   char* dst[MAX_REFS];
   char* ptrs[CACHE_PTRS];
@@ -60,7 +61,7 @@ struct Cta {
   Watch w;
   Env env;
   u64 base, t_in;
-  int stop, align, pkt, src_al, dst_al, m, pc0;
+  int stop, align, pkt, src_al, dst_al, pc0;
   int first, count, rfirst, ncode, nref;
 };
 
@@ -309,27 +310,34 @@ __device__ __forceinline__ void step_signal(Cta& c, const i64* r, int pc, const 
 }
 
 // ---- packets: a run of PutPackets, a standalone WaitPackets -------------------------
-// This PutPackets and up to PURLIN_PUT_RUN - 1 more right after it, run together over all
-// the CTA's threads.
-__device__ __forceinline__ void step_put(Cta& c, int pc, const i64* code, const i64* refs, int flags) {
-  if (threadIdx.x == 0) {
-    int m = 1;
-    while (m < PURLIN_PUT_RUN && pc + m < c.count && record(c, code, pc + m)[0] == OPC_PUT_PACKETS) ++m;
-    c.m = m;
+// This PutPackets and the ones right after it (up to PURLIN_PUT_RUN; encode.py marks the
+// run in field b), run together over all the CTA's threads.
+__device__ __forceinline__ void step_put(Cta& c, const i64* r, int pc, const i64* code, const i64* refs, int flags) {
+  const int m = (int)r[3];
+  if (threadIdx.x < 32) {   // warp 0: lane i sets up put i, then a scan of their sizes
+    const int i = (int)threadIdx.x;
+    i64 nv = 0, nt = 0;
+    if (i < m) {
+      const i64* rr = record(c, code, pc + i);
+      const i64* dref = ref_at(c, refs, rr[6]);
+      const char* src = resolve(c.env, ref_at(c, refs, rr[4]));
+      c.src[i] = src;
+      c.dst[i] = resolve(c.env, dref) + 2 * dref[2];
+      c.pn[i] = rr[1];
+      c.tag[i] = (u32)c.base + (u32)rr[2];
+      nv = put_vectors(src, rr[1]);
+      nt = put_tail_packets(src, rr[1]);
+    }
+#pragma unroll
+    for (int d = 1; d < PURLIN_PUT_RUN; d <<= 1) {
+      const i64 a = __shfl_up_sync(0xffffffffu, nv, d), b = __shfl_up_sync(0xffffffffu, nt, d);
+      if (i >= d) { nv += a; nt += b; }
+    }
+    if (i < m) { c.vend[i] = nv; c.tend[i] = nt; }
   }
   __syncthreads();
-  const int m = c.m;
-  if ((int)threadIdx.x < m) {
-    const i64* rr = record(c, code, pc + (int)threadIdx.x);
-    const i64* dref = ref_at(c, refs, rr[6]);
-    c.src[threadIdx.x] = resolve(c.env, ref_at(c, refs, rr[4]));
-    c.dst[threadIdx.x] = resolve(c.env, dref) + 2 * dref[2];
-    c.pn[threadIdx.x] = rr[1];
-    c.tag[threadIdx.x] = (u32)c.base + (u32)rr[2];
-  }
-  __syncthreads();
-  if (flags & 2) cta_put_packets_run<true>(c.src, c.dst, c.pn, c.tag, m);
-  else cta_put_packets_run<false>(c.src, c.dst, c.pn, c.tag, m);
+  if (flags & 2) cta_put_packets_run<true>(c.src, c.dst, c.pn, c.tag, c.vend, c.tend, m);
+  else cta_put_packets_run<false>(c.src, c.dst, c.pn, c.tag, c.vend, c.tend, m);
   next_pc(c) = pc + m;
   __syncthreads();
 }
@@ -372,7 +380,7 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
     if (threadIdx.x == 0) c.w.pc = pc;   // read only by a watchdog firing seconds later
     if (opc == OPC_COPY || opc == OPC_REDUCE) step_data<WITH_TMA, WITH_PKT, ANY>(c, tma, r, refs);
     else if (opc == OPC_NOTIFY || opc == OPC_WAIT) step_signal(c, r, pc, code, flags);
-    else if (WITH_PKT && opc == OPC_PUT_PACKETS) step_put(c, pc, code, refs, flags);
+    else if (WITH_PKT && opc == OPC_PUT_PACKETS) step_put(c, r, pc, code, refs, flags);
     else if (WITH_PKT && opc == OPC_WAIT_PACKETS) step_wait_packets(c, r, refs);
     else if (opc == OPC_NOP) next_pc(c) = pc + (r[7] > 1 ? (int)r[7] : 1);   // a run of fused WaitPackets
     if (trace && threadIdx.x == 0) {   // every record of a run gets the run's times
