@@ -11,7 +11,8 @@ Writes ``benchmarks/results/generic_rules.json``: per point both policies, times
 and the phase times; a ``summary`` per topology (geometric mean, range, points where the
 new rules lose by more than 1%).
 
-Run: ``python benchmarks/generic_rules.py --baseline 52df19d --jobs 2``
+Run: ``python benchmarks/generic_rules.py --baseline 52df19d --jobs 2`` (the racks), or
+``--topologies h200-loopback,b200-loopback --out generic_rules_loopback.json``.
 """
 from __future__ import annotations
 
@@ -26,7 +27,18 @@ from sim_point import baseline_checkout, measure_all
 from purlin.spec.library import PURLIN_SEVEN as SEVEN
 
 SIZES = {"gb200-nvl72": [1 << e for e in range(20, 31, 2)],          # 1 MiB .. 1 GiB, x4
-         "rubin-nvl144": [1 << 18, 1 << 20, 1 << 24]}                     # 256 KiB .. 16 MiB
+         "rubin-nvl144": [1 << 18, 1 << 20, 1 << 24],                     # 256 KiB .. 16 MiB
+         # loopback worlds (W=8) past their tables' 256 KiB: 1 MiB .. 1 GiB, x4
+         "h200-loopback": [1 << e for e in range(20, 31, 2)],
+         "b200-loopback": [1 << e for e in range(20, 31, 2)]}
+
+
+def _budget(name: str) -> dict:
+    """A loopback world plans with its GPU's SMs shared among its ranks (what
+    ``LoopbackWorld`` and ``purlin codesign`` use: every CTA co-resident); others with 64."""
+    from purlin.topology import load_topology
+    t = load_topology(name)
+    return {"cta_budget": t.gpu_of(0).sms // t.world} if t.loopback else {}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -50,8 +62,9 @@ def main() -> None:
     ap.add_argument("--topologies", default=",".join(SIZES))
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a point may take")
+    ap.add_argument("--out", default="generic_rules.json", help="result file name under benchmarks/results")
     args = ap.parse_args()
-    points = [{"topology": t, "collective": c, "size": s}
+    points = [{"topology": t, "collective": c, "size": s, **_budget(t)}
               for t in args.topologies.split(",") for c in SEVEN for s in SIZES[t]]
     with tempfile.TemporaryDirectory() as tmp:
         old = baseline_checkout(args.baseline, Path(tmp))
@@ -66,7 +79,7 @@ def main() -> None:
         rows.append(row)
         print(f"{p['topology']:>14} {p['collective']:>16} {p['size']:>11}: "
               + (f"{b.get('time_us', b.get('error'))} -> {a.get('time_us', a.get('error'))}"))
-    write("generic_rules.json", {"baseline": args.baseline, "jobs": args.jobs,
+    write(args.out, {"baseline": args.baseline, "jobs": args.jobs,
                                  "summary": summarize(rows), "points": rows})
 
 

@@ -61,7 +61,8 @@ def run_here(point: dict) -> dict:
             tracemalloc.stop()
         return value
 
-    s = phase("plan", lambda: plan(c, topo, point.get("policy"), check=False))
+    s = phase("plan", lambda: plan(c, topo, point.get("policy"), cta_budget=point.get("cta_budget", 64),
+                                   check=False))
     out["instructions"] = sum(len(p.instrs) for p in s.programs)
     out["programs"] = len(s.programs)
     out["policy"] = dict(s.policy)
