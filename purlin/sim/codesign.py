@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from purlin.errors import PurlinError
-from purlin.snac.policy import Policy, codesign, traits
+from purlin.snac.policy import Policy, traits
 from purlin.sim.codesign_bands import (compact, default_path, fingerprint, make_bands,
                                       nbytes_of, policy_key, ranked, summary_lines, write_table)
 from purlin.snac.tables import SCHEMA_VERSION
@@ -197,11 +197,11 @@ def _nvls(topo: Topology, name: str) -> bool:
 
 
 def filled(name: str, topo: Topology, size: int, budget: int, **knobs) -> dict:
-    """The generic rules' policy with ``knobs`` fixed."""
+    """The generic rules' policy with ``knobs`` fixed: what ``plan`` fills for them (a
+    direct copy split by the input a rank holds, not its W times larger output)."""
+    from purlin.snac.planner import generic
     c = library.from_size(name, topo.world, size, "fp32")
-    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
-    return compact(codesign(c.name, c.world, nbytes, traits(topo), budget, c.is_reduce,
-                            Policy(**knobs)).to_dict())
+    return compact(generic(c, topo, budget, Policy(**knobs)).to_dict())
 
 
 def role_variants(p: dict, budget: int) -> list[dict]:

@@ -54,3 +54,18 @@ def test_without_a_limit_the_later_stages_run():
     st = t["search"]["stages"]
     assert st["grid roles"]["points"] > 0 and st["refine 1"]["points"] > 0
     assert t["search"]["left_out"] == 0
+
+
+def test_the_search_starts_from_the_policy_plan_fills():
+    """A structure's start is what ``plan`` fills for the same fixed fields: a direct
+    AllGather's chunk is a share of the 8 MiB block a rank holds, over its 63 put CTAs,
+    not of its 64 MiB output (eight times larger: most CTAs had no chunk)."""
+    from purlin.snac import plan
+    from purlin.spec import library
+    topo = load_topology("hgx-h200-8")
+    knobs = dict(regime="direct", algorithm="one_shot", atom="sm")
+    got = cd.filled("all_gather", topo, 64 * MiB, 64, **knobs)
+    s = plan(library.from_size("all_gather", 8, 64 * MiB, "fp32"), topo, knobs, cta_budget=64, check=False)
+    assert got == cd.compact(s.policy)
+    assert (got["put_ctas"], got["consumer_ctas"]) == (63, 1)
+    assert got["chunk_nbytes"] == -(-(8 * MiB) // 63 // 16) * 16 == 133_168
