@@ -159,9 +159,13 @@ def estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool = False,
         data, refs, remote = int(data * grow), int(refs * grow), int(remote * grow)
         home = [-(-(runs + items_total) // w)] * w
     # Direct ops touch peers' user buffers: a start handshake and an end fence for every
-    # (CTA, peer) pair that touches, not for every reference.
-    pairs = sum(min(budget, n) for n in home) * (w - 1)
-    return PlanEstimate(data + 3 * min(remote, pairs) + 2 * w, refs)
+    # (CTA, peer) pair that touches, not for every reference; a gated start (a gathered
+    # fence) sends one flag per rank pair and one local flag per working CTA instead.
+    active = sum(min(budget, n) for n in home)
+    touch = min(remote, active * (w - 1))
+    per_rank = 2 * w * (w - 1) + 2 * active
+    shake = sum(per_rank if how in ("gate", "gather") else 3 * touch // 2 for how in (pol.start, pol.fence))
+    return PlanEstimate(data + shake + 2 * w, refs)
 
 
 def _chunks(n: int, chunk: int) -> int:

@@ -69,3 +69,32 @@ def test_limits_refuse_before_building_and_say_how_to_raise():
     assert "over the limit of 1,000; raise it with max_instructions=" in msg
     with pytest.raises(LimitError, match=r"of plan memory .* over the limit of 1\.0 KiB"):
         check_limits(library.all_reduce(8, 1 << 20), max_memory_nbytes=1024)
+
+
+@pytest.mark.parametrize("topo,name,size", [("hgx-h200-8", "all_gather", 1 << 24), ("hgx-h200-8", "all_reduce", 1 << 24),
+                                            ("gb200-nvl72", "all_gather", 1 << 24), ("gb200-nvl72", "all_to_all", 1 << 22)])
+@pytest.mark.parametrize("start,fence", [("gate", "gather"), ("cta", "gather"), ("gate", "cta")])
+def test_the_estimate_follows_the_handshakes_of_a_gated_start_and_a_gathered_fence(topo, name, size, start, fence):
+    """A gated start and a gathered fence send one flag per rank pair (and one local flag
+    per working CTA), not one per (CTA, peer) pair: at 72 ranks a gated, gathered direct
+    AllGather of 16 MiB holds 24,624 flags and instructions against 236,232 with per-CTA
+    handshakes, and the estimate must follow, or a plan that fits is refused."""
+    t = load_topology(topo)
+    c = library.from_size(name, t.world, size)
+    pol = Policy(regime="direct", start=start, fence=fence)
+    full = resolve_policy(c, t, pol, 64)
+    instrs, _ = _size(plan(c, t, pol, check=False))
+    est = estimate(c, full, 64)
+    assert 0.5 <= est.instructions / instrs <= 2.0, (est.instructions, instrs)
+
+
+def test_a_gated_gathered_plan_at_576_ranks_is_within_the_default_limit():
+    """The per-CTA handshakes of a 576-rank AllReduce of 64 MiB are about 8 million flags
+    (refused); gated and gathered, about 1.3 million (admitted)."""
+    t = load_topology("rubin-ultra-nvl576")
+    c = library.from_size("all_reduce", t.world, 64 << 20)
+    with pytest.raises(LimitError, match="over the limit of 2,097,152"):
+        check_limits(c, t)
+    _, pol = check_limits(c, t, Policy(start="gate", fence="gather"))
+    assert (pol.start, pol.fence) == ("gate", "gather")
+    assert 1_000_000 < estimate(c, pol, 64).instructions < DEFAULT_MAX_INSTRUCTIONS
