@@ -36,14 +36,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def format_source(src: dict) -> str:
     """One line: where the policy came from (``resolve``'s second value)."""
+    gated = f"; {src['handshakes']}" if "handshakes" in src else ""
     if src["source"] == "table":
         lo, hi = src["band"]
         band = f"({lo}, {hi}] B" if lo else f"<= {hi} B"
         n = f" ({src['band_index'] + 1} of {src['bands']})" if "bands" in src else ""
         shrunk = f"; CTAs shrunk to the budget {src['shrunk_to_budget']}" if "shrunk_to_budget" in src else ""
-        return f"# default from {src['table']}, world {src.get('world')}, band {band}{n}{shrunk}"
+        return f"# default from {src['table']}, world {src.get('world')}, band {band}{n}{shrunk}{gated}"
     if src["source"] == "generic":
-        return f"# default from the generic rules (purlin.snac.policy): {src['why']}"
+        return f"# default from the generic rules (purlin.snac.policy): {src['why']}{gated}"
     filled = ", ".join(src["auto_filled"]) or "nothing"
     return f"# policy as given; the generic rules filled: {filled}"
 
@@ -77,7 +78,8 @@ def cmd_plan(args: argparse.Namespace, verify_only: bool = False) -> int:
     sched = plan(c, topo, pol, ctas, check=True, **lim)
     topo = topo or resolve_topology(None, world)
     summary = summarize(sched, topo)
-    summary["policy_source"] = resolve(c, topo, pol, ctas)[1]
+    summary["policy_source"] = resolve(c, topo, pol, ctas,
+                                       max_instructions=lim["max_instructions"] or DEFAULT_MAX_INSTRUCTIONS)[1]
     print(format_summary(summary))
     print(format_source(summary["policy_source"]))
     if verify_only:

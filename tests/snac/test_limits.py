@@ -88,13 +88,25 @@ def test_the_estimate_follows_the_handshakes_of_a_gated_start_and_a_gathered_fen
     assert 0.5 <= est.instructions / instrs <= 2.0, (est.instructions, instrs)
 
 
-def test_a_gated_gathered_plan_at_576_ranks_is_within_the_default_limit():
-    """The per-CTA handshakes of a 576-rank AllReduce of 64 MiB are about 8 million flags
-    (refused); gated and gathered, about 1.3 million (admitted)."""
+def test_a_default_past_the_limit_gates_its_start_and_gathers_its_fence():
+    """The per-CTA handshakes of a 576-rank AllReduce of 64 MiB are about 8 million flags,
+    over the limit; the default gates its start and gathers its fence (about 1.35 million)
+    and says so. Where the per-CTA ones fit (16 MiB) it keeps them; a policy the caller
+    set keeps them and is refused; a lower limit refuses the gated one too."""
+    from purlin.snac.planner import resolve
     t = load_topology("rubin-ultra-nvl576")
     c = library.from_size("all_reduce", t.world, 64 << 20)
-    with pytest.raises(LimitError, match="over the limit of 2,097,152"):
-        check_limits(c, t)
-    _, pol = check_limits(c, t, Policy(start="gate", fence="gather"))
-    assert (pol.start, pol.fence) == ("gate", "gather")
-    assert 1_000_000 < estimate(c, pol, 64).instructions < DEFAULT_MAX_INSTRUCTIONS
+    pol, src = resolve(c, t, None, 64)
+    assert (pol.regime, pol.atom, pol.start, pol.fence) == ("direct", "switch", "gate", "gather")
+    assert src["source"] == "generic"
+    assert src["handshakes"] == ("start 'gate', fence 'gather': per-CTA handshakes would be about "
+                                 "7,954,560 instructions, over the limit of 2,097,152")
+    assert 1_000_000 < estimate(c, pol, 64).instructions == 1_348_992 < DEFAULT_MAX_INSTRUCTIONS
+    assert check_limits(c, t)[1] == pol
+    small = library.from_size("all_reduce", t.world, 16 << 20)
+    assert (resolve(small, t, None, 64)[0].start, resolve(small, t, None, 64)[0].fence) == ("cta", "cta")
+    assert "handshakes" not in resolve(small, t, None, 64)[1]
+    with pytest.raises(LimitError, match="about 7,954,560 instructions"):
+        check_limits(c, t, Policy(regime="direct", atom="switch"))
+    with pytest.raises(LimitError, match="about 7,954,560 instructions .* over the limit of 1,000,000"):
+        check_limits(c, t, max_instructions=1_000_000)
