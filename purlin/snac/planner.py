@@ -25,8 +25,8 @@ from purlin.topology import Topology, is_direct, resolve_topology, ring_order
 
 
 def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
-            cta_budget: int, table=None,
-            max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS) -> tuple[Policy, dict]:
+            cta_budget: int, table=None, max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
+            groups: list[df.Group] | None = None) -> tuple[Policy, dict]:
     """The policy ``plan`` runs and where it came from.
 
     No policy (or one with every field ``auto``): a given ``table`` (a codesign or sweep
@@ -34,7 +34,8 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
     topology is that shipped file unchanged, else the generic rules. A policy with some
     fields set keeps them; the generic rules fill the rest. A default in the direct regime
     whose per-CTA handshakes would pass ``max_instructions`` gates its start and gathers
-    its fence instead, when that fits (:func:`_fit_handshakes`).
+    its fence instead, when that fits (:func:`_fit_handshakes`). ``groups``: ``df.groups(c)``
+    if at hand (at rack scale finding them costs seconds).
 
     Returns
     -------
@@ -68,12 +69,12 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
     if source["source"] == "table" and (pol.put_ctas, pol.consumer_ctas) != (policy.put_ctas, policy.consumer_ctas):
         source["shrunk_to_budget"] = cta_budget
     if source["source"] != "policy":
-        pol, source = _fit_handshakes(c, topology, pol, source, cta_budget, max_instructions)
+        pol, source = _fit_handshakes(c, topology, pol, source, cta_budget, max_instructions, groups)
     return pol, source
 
 
 def _fit_handshakes(c: Collective, topology: Topology, pol: Policy, source: dict, cta_budget: int,
-                    max_instructions: int) -> tuple[Policy, dict]:
+                    max_instructions: int, groups: list[df.Group] | None = None) -> tuple[Policy, dict]:
     """At rack scale the direct regime's per-CTA handshakes (about 4 W^2 C flags for W
     ranks of C working CTAs) outgrow the instruction limit long before its data does: a
     576-rank AllReduce of 64 MiB holds about 8 million. A default past the limit gates its
@@ -81,11 +82,12 @@ def _fit_handshakes(c: Collective, topology: Topology, pol: Policy, source: dict
     when that fits; otherwise it stays, and the limit check says how far over it is."""
     if pol.regime != "direct" or (pol.start, pol.fence) == ("gate", "gather"):
         return pol, source
-    est = limits.estimate(c, pol, cta_budget, spread=topology.loopback).instructions
+    groups = df.groups(c) if groups is None else groups
+    est = limits.estimate(c, pol, cta_budget, spread=topology.loopback, groups=groups).instructions
     if est <= max_instructions:
         return pol, source
     gated = replace(pol, start="gate", fence="gather").check()
-    if limits.estimate(c, gated, cta_budget, spread=topology.loopback).instructions > max_instructions:
+    if limits.estimate(c, gated, cta_budget, spread=topology.loopback, groups=groups).instructions > max_instructions:
         return pol, source
     return gated, {**source, "handshakes": f"start 'gate', fence 'gather': per-CTA handshakes would be "
                                            f"about {est:,} instructions, over the limit of {max_instructions:,}"}
@@ -101,10 +103,10 @@ def generic(c: Collective, topology: Topology, cta_budget: int, base: Policy | N
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
-                   cta_budget: int, table=None,
-                   max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS) -> Policy:
+                   cta_budget: int, table=None, max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
+                   groups: list[df.Group] | None = None) -> Policy:
     """The policy ``plan`` runs (:func:`resolve` without its source)."""
-    return resolve(c, topology, policy, cta_budget, table, max_instructions)[0]
+    return resolve(c, topology, policy, cta_budget, table, max_instructions, groups)[0]
 
 
 @paused()
@@ -226,7 +228,7 @@ def _check_limits(collective: Any, topology: Any, policy: Any, cta_budget: Any, 
     limits.check_plan_size(limits.lower_bound(collective, groups=gs), max_instructions,
                            max_memory_nbytes, what)
     topo = _topology_for(topology, collective.world)
-    pol = resolve_policy(collective, topo, policy, cta_budget, table, max_instructions)
+    pol = resolve_policy(collective, topo, policy, cta_budget, table, max_instructions, gs)
     limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback,
                                            groups=gs), max_instructions, max_memory_nbytes, what)
     return topo, pol, gs
