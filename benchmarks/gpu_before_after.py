@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 MiB, KiB, W = 1 << 20, 1 << 10, 8
 
@@ -53,18 +50,8 @@ def main(argv=None) -> dict:
     if args.child:
         json.dump(measure(args.per_rank_mib * MiB), sys.stdout)
         return {}
-    from gpu_common import header, median, write
-    here = Path(__file__).resolve()
-    runs = {}
-    for label, tree in (("before", Path(args.before).resolve()), ("after", here.parents[1])):
-        env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-                   PURLIN_CACHE_DIR=str(tree / ".purlin-cache"))
-        res = subprocess.run([sys.executable, str(here), "--child", "--per-rank-mib", str(args.per_rank_mib)],
-                             env=env, capture_output=True, text=True, cwd=str(tree))
-        if res.returncode:
-            raise SystemExit(f"{label} failed:\n{res.stderr[-3000:]}")
-        runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
-        print(label, "done", flush=True)
+    from gpu_common import before_and_after, header, median, write
+    runs = before_and_after(__file__, args.before, ["--per-rank-mib", str(args.per_rank_mib)])
     doc = header("python3 benchmarks/gpu_before_after.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = runs
     ratios = {k: median(runs["after"][k]) / median(runs["before"][k]) for k in runs["after"] if k != "package"}

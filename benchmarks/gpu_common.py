@@ -1,7 +1,12 @@
 """Shared by the GPU benchmarks: timing with CUDA events, results files, tables."""
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 
 import common
 
@@ -123,3 +128,22 @@ def least_traffic(c) -> int:
         for s in srcs:
             needed.add((s.rank, s.name, s.offset, s.nbytes))
     return out + sum(n for *_, n in needed)
+
+
+def before_and_after(script: str | Path, before: str | Path, child_args: list[str]) -> dict:
+    """``script --child ARGS`` run once with the package under ``before`` (an earlier tree:
+    ``git archive <commit> purlin topologies | tar -x -C DIR``) and once with this tree's,
+    each in its own process (its own kernels, compiled from its own source, cached apart);
+    each child prints its results as JSON on its last line. Returns {"before": .., "after": ..}."""
+    script = Path(script).resolve()
+    runs = {}
+    for label, tree in (("before", Path(before).resolve()), ("after", script.parents[1])):
+        env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                   PURLIN_CACHE_DIR=str(tree / ".purlin-cache"))
+        res = subprocess.run([sys.executable, str(script), "--child", *child_args],
+                             env=env, capture_output=True, text=True, cwd=str(tree))
+        if res.returncode:
+            raise SystemExit(f"{label} failed:\n{res.stderr[-3000:]}")
+        runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
+        print(label, "done", flush=True)
+    return runs

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 W = 8
 KiB = 1 << 10
@@ -95,26 +92,17 @@ def measure() -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--before", required=True, help="directory holding the earlier package")
+    ap.add_argument("--before", help="directory holding the earlier package")
     ap.add_argument("--out", default="h200-put-runs.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(measure()))
         return {}
-    from gpu_common import header, median, write
-    here = Path(__file__).resolve()
-    runs = {}
-    for label, tree in (("before", Path(args.before).resolve()), ("after", here.parents[1])):
-        env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{here.parent}{os.pathsep}"
-                                          f"{os.environ.get('PYTHONPATH', '')}",
-                   PURLIN_CACHE_DIR=str(tree / ".purlin-cache"))
-        res = subprocess.run([sys.executable, str(here), "--child", "--before", str(tree)],
-                             env=env, capture_output=True, text=True, cwd=str(tree))
-        if res.returncode:
-            raise SystemExit(f"{label} failed:\n{res.stderr[-3000:]}")
-        runs[label] = json.loads(res.stdout.strip().splitlines()[-1])
-        print(label, "done", flush=True)
+    if not args.before:
+        ap.error("--before DIR is required: the earlier package to compare with")
+    from gpu_common import before_and_after, header, median, write
+    runs = before_and_after(__file__, args.before, [])
     doc = header("python3 benchmarks/gpu_put_runs.py " + " ".join(argv or sys.argv[1:]))
     doc["raw"] = runs
     ratios = {k: median(runs["after"][k]) / median(runs["before"][k]) for k in runs["after"] if k != "package"}
