@@ -323,12 +323,11 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     left wholly to the rules signals its peers in rotated order (rank r first tells r+1):
     the order its puts go out in (destinations rotate from rank+1), so the peer a put
     CTA writes first is the first to release it, and no rank is last for every notifier.
-    On one GPU (a
-    loopback world) a direct chunk may grow to the largest power of two within a CTA's
-    share: no link needs pieces in flight there, and each piece costs its CTA an
-    instruction start and a handshake (h200-loopback, W=8 AllToAll of 4 MiB: 35.5 us
-    predicted in 16 KiB chunks, 23.5 in 256 KiB ones). Role CTAs beyond
-    ``cta_budget`` are shrunk, the larger role first. ``read_nbytes``: the most input
+    On one GPU (a loopback world) a direct chunk may grow to the largest power of two
+    within a CTA's share: no link needs pieces in flight there, and each piece costs its
+    CTA an instruction start and a handshake (h200-loopback, W=8 AllToAll of 4 MiB: 35.5
+    us predicted in 16 KiB chunks, 23.5 in 256 KiB ones). Role CTAs beyond ``cta_budget``
+    are shrunk, the larger role first. ``read_nbytes``: the most input
     bytes a rank holds (default ``nbytes``); a direct copy splits those over its CTAs,
     since each input byte is read once and stored to every holder (an AllGather's block,
     not its W times larger output).
