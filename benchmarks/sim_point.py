@@ -1,8 +1,9 @@
 """One simulator point, timed phase by phase in a process of its own (for sim_speed.py and
 sim_scale.py).
 
-A point is (topology, collective, size, policy): plan it (``check=False``), verify it,
-simulate it, each timed with ``perf_counter``. ``--memory`` runs the phases under
+A point is (topology, collective, size, policy, and optionally ``symmetry``: False to
+simulate every rank): plan it (``check=False``), verify it, simulate it, each timed with
+``perf_counter``. ``--memory`` runs the phases under
 tracemalloc instead and reports each phase's peak of traced memory (tracing slows Python,
 so those runs give memory, not time). The process's peak resident set is reported too.
 A topology name of the form ``nvswitch-W`` is a synthetic NVLink-switch world of W GPUs
@@ -67,9 +68,10 @@ def run_here(point: dict) -> dict:
     out["programs"] = len(s.programs)
     out["policy"] = dict(s.policy)
     phase("verify", lambda: verify(s))
-    r = phase("sim", lambda: simulate(s, topo, cal, record=False))
+    r = phase("sim", lambda: simulate(s, topo, cal, record=False, **({"symmetry": point["symmetry"]}
+                                                                    if "symmetry" in point else {})))
     out.update(time_us=r.time_us, busbw_gbps=r.busbw_gbps, flows=r.stats["flows"], events=r.stats["events"],
-               recomputes=r.stats["recomputes"], world=topo.world,
+               recomputes=r.stats["recomputes"], world=topo.world, period=r.stats.get("period", topo.world),
                rss_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["total_s"] = out["plan_s"] + out["verify_s"] + out["sim_s"]
     return out

@@ -11,9 +11,10 @@ from purlin.sim.calibration import Calibration, CalibrationError
 from purlin.snac.ir import Schedule
 
 
-def check_args(schedule: Any, calibration: Any, record: Any) -> None:
+def check_args(schedule: Any, calibration: Any, record: Any, symmetry: Any = True) -> None:
     """Raise a PurlinError naming the argument unless ``schedule`` is a Schedule,
-    ``calibration`` a Calibration, GPU kind, JSON path or None, and ``record`` a bool."""
+    ``calibration`` a Calibration, GPU kind, JSON path or None, and ``record`` and
+    ``symmetry`` bools."""
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"simulate: schedule {schedule!r:.60}: expected a Schedule (from "
                             f"purlin.plan), got {type(schedule).__name__}")
@@ -22,3 +23,4 @@ def check_args(schedule: Any, calibration: Any, record: Any) -> None:
                                f"Calibration, a GPU kind or a JSON path, got "
                                f"{type(calibration).__name__}")
     check_bool("simulate: record", record)
+    check_bool("simulate: symmetry", symmetry)

@@ -27,9 +27,13 @@ What the executor adds to an Atom's start, from its microbenchmarks: each PutPac
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
 doubling of the CTAs on its GPU that use packets (after any wait: its polls are slower,
 so waiting does not hide them); a Copy whose destination the executor
-aligns first (:func:`_aligns_first`) pays ``copy_head_us``; an instruction off the 16-byte
+aligns first (:func:`purlin.sim.tails.aligns_first`) pays ``copy_head_us``; an instruction off the 16-byte
 grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
+
+Without a timeline, a rank-periodic call (:mod:`purlin.sim.symmetry`) runs only its
+representative ranks: their flows load orbit resources for all, and each flag or put a
+representative sends stands for the one its rotated writer lands on a representative.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.checks import check_args
 from purlin.sim.packets import Overlapping, PacketEvents, PacketTimes, fused_positions, uses_packets
 from purlin.sim.result import SimResult
+from purlin.sim.symmetry import Quotient, quotient
 from purlin.snac.bind import bind_topology
 from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, sources
 from purlin.topology import Topology
@@ -74,19 +79,10 @@ def _reads_packets(ins) -> bool:
     return any(r.buffer == "packets" for r in sources(ins))
 
 
-def _aligns_first(ins: Copy, cal: Calibration) -> bool:
-    """Whether the executor copies the bytes up to an aligned destination first: a plain
-    copy (16-byte aligned on both sides, not from packets) long enough, whose first
-    destination is off the boundary."""
-    align = int(cal.copy_align_bytes)
-    refs = (ins.src,) + ins.dsts
-    return (align > 0 and ins.nbytes >= cal.copy_align_min_bytes and ins.src.buffer != "packets"
-            and ins.dsts[0].offset % align != 0 and all(r.offset % 16 == 0 for r in refs))
-
-
 @paused()
 def simulate(schedule: Schedule, topology: Topology | str | None = None,
-             calibration: Calibration | str | None = None, record: bool = True) -> SimResult:
+             calibration: Calibration | str | None = None, record: bool = True,
+             symmetry: bool = True) -> SimResult:
     """Run one call of ``schedule`` on ``topology`` and return what it costs.
 
     Parameters
@@ -100,6 +96,10 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
         A Calibration, a GPU kind or a JSON path; default: ``topology.gpu_kind``.
     record : bool
         Keep the per-op timeline (turn off for large sweeps).
+    symmetry : bool
+        Without a timeline, simulate one class of alike ranks where the call is
+        rank-periodic (:mod:`purlin.sim.symmetry`; the same answer, ``stats["period"]``
+        says which); False runs every rank.
 
     Returns
     -------
@@ -126,17 +126,31 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     >>> r.time_us > 0 and r.busbw_gbps <= 100.0
     True
     """
-    check_args(schedule, calibration, record)   # types, before any work (purlin.sim.checks)
+    check_args(schedule, calibration, record, symmetry)   # types, before any work (purlin.sim.checks)
     topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
     wall = time.perf_counter()
+    footprint = _footprint(schedule, topo)
+    fabric = Fabric(topo, cal, footprint)
+    q = None if record or not symmetry else quotient(schedule, topo, cal, fabric, footprint)
     try:
-        run = _Run(schedule, topo, cal, record, PacketTimes)
+        run = _go(schedule, topo, cal, record, fabric, q)
+    except Deadlock:
+        if q is None:
+            raise
+        run = _go(schedule, topo, cal, record, Fabric(topo, cal, footprint), None)   # names every stuck rank
+    return run.result(time.perf_counter() - wall)
+
+
+def _go(schedule: Schedule, topo: Topology, cal: Calibration, record: bool, fabric: Fabric,
+        q: Quotient | None) -> "_Run":
+    try:
+        run = _Run(schedule, topo, cal, record, PacketTimes, fabric, q)
         run.go()
     except Overlapping:   # puts of one tag overlap: land packets event by event
-        run = _Run(schedule, topo, cal, record, PacketEvents)
+        run = _Run(schedule, topo, cal, record, PacketEvents, fabric, q)
         run.go()
-    return run.result(time.perf_counter() - wall)
+    return run
 
 
 def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calibration:
@@ -170,13 +184,16 @@ class _Run:
     """State of one simulated call."""
 
     def __init__(self, schedule: Schedule, topology: Topology, cal: Calibration,
-                 record: bool, packets: type = PacketTimes) -> None:
+                 record: bool, packets: type = PacketTimes, fabric: Fabric | None = None,
+                 q: Quotient | None = None) -> None:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
         self.clock = Clock()
-        self.fabric = Fabric(topology, cal, _footprint(schedule, topology))
+        self.fabric = fabric or Fabric(topology, cal, _footprint(schedule, topology))
+        self.q = q   # where set, only its representatives run and stand for their rotations
+        self.programs = schedule.programs if q is None else q.programs
         # CTAs on each rank's GPU that push or read packets: their polling crowds a packet
         # read (a cost per doubling, from CTAs sharing one GPU)
-        per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in schedule.programs if uses_packets(p.instrs))
+        per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in self.programs if uses_packets(p.instrs))
         self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
@@ -281,11 +298,10 @@ class _Run:
         clock, book_of, waiters = self.clock, self.flags, self.waiters
         now = clock.now
         for k in range(i, j):
-            peer, signal, value = flags[k]
+            peer, key, value = flags[k]
             land = now + row[peer]
             clock.seq += 1
             seq = clock.seq
-            key = peer * _KEY + signal
             book = book_of.get(key)
             if book is None:
                 book_of[key] = [(value, land, seq)]
@@ -325,6 +341,7 @@ class _Run:
         instrs = prog.instrs
         rec = self.records.append if self.record else None
         fused_at = fused_positions(instrs)
+        q = self.q
         yield start_us
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
         sig_batch = max(1, int(cal.signal_batch))
@@ -363,8 +380,12 @@ class _Run:
                 while i < n and type(instrs[i]) is Notify:
                     i += 1
                 c.pc = first
-                flags = [(peer, sig, ins.value) for ins in instrs[first:i]
-                         for peer, sig in zip(ins.peers, ins.signals)]
+                if q is None:
+                    flags = [(peer, peer * _KEY + sig, ins.value) for ins in instrs[first:i]
+                             for peer, sig in zip(ins.peers, ins.signals)]
+                else:   # each flag stands for the one a rotated writer lands on a representative
+                    flags = [(peer, r * _KEY + sig, ins.value) for x in range(first, i)
+                             for peer, (r, sig) in zip(instrs[x].peers, q.flags[(rank, cta, x)])]
                 starts = [] if rec is None else [clock.now]
                 for b in range(0, len(flags), sig_batch):
                     if issue_us:
@@ -384,6 +405,10 @@ class _Run:
                 spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
+                if q is not None:
+                    spec = q.spec(spec)
+                    if pkt is not None:
+                        pkt = q.puts[(rank, cta, i)] + pkt[2:]
                 pre, crowd = spec.pre_us, 0.0
                 spec, pre = tails.charge(ins, spec, pre, cal)   # off the 16-byte grid only
                 if run > 1 and (run - 1) % pkt_batch:
@@ -393,7 +418,7 @@ class _Run:
                 elif not crowded and _reads_packets(ins):
                     crowd = self.packet_crowd_us[fabric.gpu_of(rank)]   # once: its first packet read
                     crowded = True
-                elif kind is Copy and _aligns_first(ins, cal):
+                elif kind is Copy and tails.aligns_first(ins, cal):
                     pre += cal.copy_head_us
                 if fused:   # its start-up (and first packet loads) ran while it waited
                     pre = max(0.0, pre - (clock.now - fused_since))
@@ -435,7 +460,7 @@ class _Run:
         # one launch per GPU; its CTAs start one after another (in (rank, cta) order, as
         # the executor's grid lists them), launch_per_cta_us apart
         launches: dict[str, list[Program]] = defaultdict(list)
-        for prog in sorted(self.schedule.programs, key=lambda p: (p.rank, p.cta)):
+        for prog in sorted(self.programs, key=lambda p: (p.rank, p.cta)):
             launches[self.topology.gpu_of(prog.rank).name].append(prog)
         for grid in launches.values():
             first = self.cal.launch_us + (self.cal.launch_grid_us if len(grid) > 1 else 0.0)
@@ -480,14 +505,16 @@ class _Run:
         events = self.clock.events
         util = {}
         T = total * 1e-6  # seconds
+        cls = self.q.res_class if self.q is not None else range(len(self.fabric.names))
         for i, name in enumerate(self.fabric.names):
-            b = float(self.model.bytes_on[i])
+            b = float(self.model.bytes_on[cls[i]])   # a rotation's load is its representative's
             cap_gbps = float(self.fabric.capacities_Bpus[i]) / 1e3
             util[name] = {"bytes": b, "capacity_gbps": cap_gbps,
                           "busy_fraction": b / (cap_gbps * 1e9 * T) if T > 0 else 0.0}
         stats = {"wall_s": wall_s, "events": events, "flows": self.flows,
                  "recomputes": self.model.recomputes,
                  "instructions": sum(len(p.instrs) for p in self.schedule.programs),
+                 "period": self.q.period if self.q is not None else self.schedule.world,
                  "events_per_s": events / wall_s if wall_s > 0 else 0.0}
         return SimResult(schedule=self.schedule, topology=self.topology.name,
                          gpu_kind=self.cal.gpu_kind, calibration=self.cal.path,

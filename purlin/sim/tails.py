@@ -44,7 +44,7 @@ from purlin.snac.kernel_constants import bytes_in_flight
 VECTOR = 16
 
 
-def _grid(r: Ref) -> int:
+def grid(r: Ref) -> int:
     """The widest access a Ref allows (16, 4, 2 or 1 bytes); a packet source's payload
     offset o sits at physical 2 * o."""
     off = 2 * r.offset if r.buffer == "packets" else r.offset
@@ -53,7 +53,7 @@ def _grid(r: Ref) -> int:
 
 def width(ins) -> tuple[int, int]:
     """(sources' width, destinations' width) of a Copy or Reduce."""
-    return min(_grid(r) for r in sources(ins)), min(_grid(r) for r in ins.dsts)
+    return min(grid(r) for r in sources(ins)), min(grid(r) for r in ins.dsts)
 
 
 def cost(ins, cal: Calibration) -> tuple[float, float]:
@@ -74,13 +74,23 @@ def cost(ins, cal: Calibration) -> tuple[float, float]:
     return factor, tail
 
 
+def aligns_first(ins: Copy, cal: Calibration) -> bool:
+    """Whether the executor copies the bytes up to an aligned destination first: a plain
+    copy (16-byte aligned on both sides, not from packets) long enough, whose first
+    destination is off the boundary."""
+    align = int(cal.copy_align_bytes)
+    refs = (ins.src,) + ins.dsts
+    return (align > 0 and ins.nbytes >= cal.copy_align_min_bytes and ins.src.buffer != "packets"
+            and ins.dsts[0].offset % align != 0 and all(r.offset % 16 == 0 for r in refs))
+
+
 def charge(ins, spec: FlowSpec, pre_us: float, cal: Calibration) -> tuple[FlowSpec, float]:
     """``spec`` and start-up ``pre_us`` with the tail's cost added (both unchanged, the
     same objects, for an instruction on the grid)."""
     if isinstance(ins, PutPackets):   # whole packets from a source on the grid: as ever
-        if ins.nbytes % 8 == 0 and _grid(ins.src) == VECTOR:
+        if ins.nbytes % 8 == 0 and grid(ins.src) == VECTOR:
             return spec, pre_us
-    elif ins.nbytes % VECTOR == 0 and all(_grid(r) == VECTOR for r in sources(ins) + ins.dsts):
+    elif ins.nbytes % VECTOR == 0 and all(grid(r) == VECTOR for r in sources(ins) + ins.dsts):
         return spec, pre_us
     factor, extra = cost(ins, cal)
     if factor != 1.0:

@@ -163,6 +163,12 @@ def _copy_items(gs: list[Group], chunk: int, world: int) -> Iterator[tuple[Group
     """Copy work, chunked, interleaved across source ranks and, within a source, across
     its blocks with destinations rotated from rank+1, so that at every step the ranks
     send to different peers instead of all converging on one (incast)."""
+    for step in _copy_steps(gs, chunk, world):
+        yield from step
+
+
+def _copy_steps(gs: list[Group], chunk: int, world: int) -> Iterator[list[tuple[Group, int, int]]]:
+    """:func:`_copy_items` step by step: each source's next item."""
     by_src: dict[int, list[list]] = {}
     for g in gs:
         src = g.sources[0].rank
@@ -171,7 +177,8 @@ def _copy_items(gs: list[Group], chunk: int, world: int) -> Iterator[tuple[Group
     for src in sorted(by_src):
         blocks = sorted(by_src[src], key=lambda items: (items[0][0].holders[0].rank - src - 1) % world)
         streams.append(list(_rounds(blocks)))
-    return _rounds(streams)
+    for k in range(max((len(s) for s in streams), default=0)):
+        yield [s[k] for s in streams if k < len(s)]
 
 
 def _reduce_items(gs: list[Group], chunk: int, algorithm: str, align: int):
@@ -243,7 +250,7 @@ def throughput(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: C
 
 
 def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
-           align: int, spread: bool = False, least: int = 1) -> list[Op]:
+           align: int, spread: bool = False, least: int = 1, rotated: bool = False) -> list[Op]:
     """Zero-copy over registered buffers: one read of each input byte, stores to every
     holder (reductions: reduce once, broadcast-store the result).
 
@@ -253,13 +260,15 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
     the work is cut into equal shares dealt over every CTA of every rank: a chunk count
     that does not divide by the CTAs would leave one CTA a whole chunk behind the rest,
     and the rank with the largest V block would set the pace. No share is cut below
-    ``least`` bytes (not worth an instruction)."""
+    ``least`` bytes (not worth an instruction). ``rotated``: a broadcast store writes its
+    own rank first, then r+1 on (wrapping), as every other rank does its own."""
     items: list[tuple[int, str, tuple[Ref, ...], tuple[Ref, ...], int]] = []
+    world = c.world
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, chunk, c.world):
+        for g, off, n in _copy_items(gs, chunk, world):
             src = g.sources[0]
-            items.append((src.rank, "copy", (_in(src, off),),
-                          tuple(_out(h, off) for h in g.holders), n))
+            holders = sorted(g.holders, key=lambda h: (h.rank - src.rank) % world) if rotated else g.holders
+            items.append((src.rank, "copy", (_in(src, off),), tuple(_out(h, off) for h in holders), n))
     else:
         for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
             holders = g.holders if algorithm == "two_shot" else (owner,)
@@ -307,13 +316,16 @@ def _deal(items: list, workers: int, align: int, chunk: int, least: int) -> Iter
 
 
 def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: str,
-            align: int, push: int | None = None) -> tuple[list[Op], int]:
+            align: int, push: int | None = None, rotated: bool = False) -> tuple[list[Op], int]:
     """Push packets that carry their own flag; consumers unpack (or reduce) locally.
 
     ``push``: bytes per PutPackets, a multiple of ``chunk`` (None: one chunk). Larger
     pushes pay the per-instruction packet start less often and keep fewer CTAs pushing
     (the pushers' polls crowd the readers less), while the consumers still split each
-    push into ``chunk`` pieces; a piece's read starts on the first packets of its push."""
+    push into ``chunk`` pieces; a piece's read starts on the first packets of its push.
+    ``rotated`` (copies): a source pushes to its holders from itself on, and at each step
+    a rank unpacks what its peers pushed from rank+1 on, so every rank's programs are its
+    peers' rotation."""
     ops: list[Op] = []
     win = Packets(c.world)
     step = push or chunk
@@ -328,17 +340,22 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
         return [(o, min(chunk, n - o)) for o in range(0, n, chunk)] if push else [(0, n)]
 
     if not c.is_reduce:
-        for g, off, n in _copy_items(gs, step, c.world):
-            src = g.sources[0]
-            for h in g.holders:
-                if h.rank == src.rank:
-                    ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
-                                  (_in(src, off),), (_out(h, off),), n))
-                    continue
-                w = put(_in(src, off), h.rank, n)
-                for o, m in pieces(n):
-                    ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy",
-                                  (w + o,), (_out(h, off + o),), m))
+        world = c.world
+        for items in _copy_steps(gs, step, world):
+            unpack = []   # (holder, source, window, offset, bytes)
+            for g, off, n in items:
+                src = g.sources[0]
+                holders = sorted(g.holders, key=lambda h: (h.rank - src.rank) % world) if rotated else g.holders
+                for h in holders:
+                    if h.rank == src.rank:
+                        ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
+                                      (_in(src, off),), (_out(h, off),), n))
+                        continue
+                    unpack.append((h, src, put(_in(src, off), h.rank, n), off, n))
+                    if not rotated:
+                        _unpack(ops, ctas, unpack.pop(), pieces)
+            for u in sorted(unpack, key=lambda u: (u[0].rank, (u[1].rank - u[0].rank) % world)):
+                _unpack(ops, ctas, u, pieces)
         return ops, max(win.used)
     for g, owner, off, n in _reduce_items(gs, step, algorithm, align):
         wins = {s.rank: put(_in(s, off), owner.rank, n) for s in g.sources if s.rank != owner.rank}
@@ -354,6 +371,14 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
                         ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy",
                                       (w,), (_out(h, off + o),), m))
     return ops, max(win.used)
+
+
+def _unpack(ops: list[Op], ctas: Ctas, u: tuple, pieces) -> None:
+    """The consumer's copies of one push out of its packet window, chunk by chunk."""
+    h, src, w, off, n = u
+    for o, m in pieces(n):
+        ops.append(Op(h.rank, ctas.pick(h.rank, "consumer", src.rank), "consume", "copy",
+                      (w + o,), (_out(h, off + o),), m))
 
 
 def ring(c: Collective, gs: list[Group], chunk: int, staging: int, ctas: Ctas,

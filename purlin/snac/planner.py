@@ -163,18 +163,22 @@ def plan(collective: Collective, topology: Topology | str | None = None,
                    min(cta_budget, pol.put_ctas + pol.consumer_ctas), split_tail=has_tail)
     staging = packets = 0
     chunk = pol.chunk_nbytes
+    # rotated, on GPUs of their own, every rank's program is its peers' rotation (what the
+    # simulator's rank symmetry finds); ranks sharing one GPU keep rank order, as measured
+    symmetric = pol.notify_order == "rotated" and not topo.loopback
     if pol.algorithm == "ring":
         ops, staging = df.ring(c, gs, chunk, pol.staging_nbytes, ctas, order, pol.align)
     elif pol.regime == "throughput":
         ops, staging = df.throughput(c, gs, chunk, pol.staging_nbytes, ctas, pol.algorithm, pol.align)
     elif pol.regime == "direct":
         ops = df.direct(c, gs, chunk, ctas, pol.algorithm, pol.align, spread=topo.loopback,
-                        least=min(chunk, MIN_CHUNK))
+                        least=min(chunk, MIN_CHUNK), rotated=symmetric)
     else:
-        ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align, pol.push_nbytes)
+        ops, packets = df.latency(c, gs, chunk, ctas, pol.algorithm, pol.align, pol.push_nbytes,
+                                  rotated=symmetric)
     ops, staging = _compact_staging(ops)
     synced = insert_sync(ops, c.world, c.dtype.name, c.op, pol.atom, pol.fence, pol.notify_order,
-                         pol.start)
+                         pol.start, rotate_waits=symmetric)
     sched = Schedule(c, synced.programs, staging, packets, synced.num_signals,
                      synced.epoch_stride, topology=topology_ref(topo),
                      reduction="any" if pol.algorithm == "ring" and c.is_reduce else "rank",

@@ -54,9 +54,12 @@ class Policy:
         owner once: an owner checks one signal per peer rank). See :mod:`purlin.snac.sync`.
     push_nbytes: latency regime: bytes per packet push, a multiple of ``chunk_nbytes``
         that consumers split into chunks (None: one push per chunk).
-    notify_order: in which order a CTA signals the peers one op releases: ``rank``
-        (rank 0 first) or ``rotated`` (rank r starts with r+1, so each rank is first for
-        one notifier and last for one, instead of rank W-1 last for all).
+    notify_order: in which order a rank takes its peers: ``rank`` (rank 0 first) or
+        ``rotated`` (rank r starts with r+1, so each rank is first for one notifier and
+        last for one, instead of rank W-1 last for all): the peers a CTA signals and,
+        where ranks have GPUs of their own, the signals it waits for, the holders a copy
+        stores to or pushes to (its own first) and the peers it unpacks from; every
+        rank's program is then its peers' rotation.
     start: who waits for a peer's start signal before touching its buffers: ``cta`` (every
         CTA that touches it) or ``gate`` (the rank's CTA 0 waits for every peer once, then
         releases its other CTAs with one local signal: W flags a rank instead of W per

@@ -71,11 +71,13 @@ NOTIFY_ORDERS = ("rank", "rotated")
 
 
 def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
-                fence: str = "rank", notify_order: str = "rank", start_at: str = "cta") -> Synced:
+                fence: str = "rank", notify_order: str = "rank", start_at: str = "cta",
+                rotate_waits: bool = False) -> Synced:
     """Build programs with signals from ``ops`` in logical order. Pure. ``fence``: which
     CTAs of an owner wait at call end for the peers that touched its memory, ``start_at``:
     who waits for a peer's start (see the module docstring); ``notify_order``: one of
-    :data:`NOTIFY_ORDERS`."""
+    :data:`NOTIFY_ORDERS`; ``rotate_waits``: a CTA waits for its peers from rank+1 on
+    (else in signal order)."""
     if fence not in FENCES:
         raise PlanError(f"policy.fence {fence!r}: choose one of {', '.join(FENCES)}")
     if start_at not in STARTS:
@@ -205,7 +207,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     # a rank's report goes out before its CTA 0 waits for the peers' reports
     ends = [collect[r] for r in sorted(collect)] + end + [spread[k] for k in sorted(spread)]
     return _emit(ops, world, deps, pdeps, gens, start + gates, ends, dtype, op_name, atom, where,
-                 notify_order == "rotated")
+                 notify_order == "rotated", rotate_waits)
 
 
 def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int]:
@@ -254,7 +256,7 @@ def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
 
 
 def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where,
-          rotated: bool) -> Synced:
+          rotated: bool, rotate_waits: bool) -> Synced:
     n = len(ops)
     consumers: dict[int, set[int]] = {}
     for i, ds in deps.items():
@@ -269,6 +271,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
     counter: dict[tuple[int, int], int] = {}
     value: dict[int, int] = {}
     signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
+    owners: list[list[tuple[int, int]]] = [[] for _ in range(world)]   # rank -> writer of each signal
     waited: dict[tuple[int, int], dict] = {}
     waits: dict[tuple[tuple[int, ...], int], Wait] = {}
     max_value = 1
@@ -293,7 +296,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                         best[sig] = v
             run: list[int] = []   # signals in order; a run of one value is one Wait
             run_v = 0
-            for sig in sorted(best):
+            for sig in (_rotated(best, owners[me[0]], me[0], world) if rotate_waits else sorted(best)):
                 v = best[sig]
                 if seen.get(sig, 0) < v:
                     if run and v != run_v:
@@ -338,6 +341,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                     sig = st.get(me)
                     if sig is None:
                         sig = st[me] = len(st)
+                        owners[t].append(me)
                     sigs.append(sig)
                 prog.append(Notify(tuple(targets), tuple(sigs), v))
     programs = tuple(
@@ -345,6 +349,13 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
         for (r, c), ins in sorted(progs.items()) if ins)
     num_signals = max((len(s) for s in signals), default=0)
     return Synced(programs, max(num_signals, 1), max_value + 1)
+
+
+def _rotated(best: dict[int, int], owner: list[tuple[int, int]], rank: int, world: int) -> list[int]:
+    """The signals of ``best`` in the order a rotated rank waits: writers (``owner`` of
+    each signal: rank, CTA) from rank+1 on, wrapping, and by CTA within a rank, so every
+    rank's waits are its peers' rotation."""
+    return sorted(best, key=lambda sig: ((owner[sig][0] - rank) % world, owner[sig][1]))
 
 
 def _wait(waits: dict, sigs: list[int], v: int) -> Wait:
