@@ -64,3 +64,22 @@ def test_sim_scale_fits_and_answers():
     for curve in ("ranks", "size"):
         growth = doc["summary"][f"growth_{curve}"]
         assert set(growth) == {"plan", "verify", "sim"}
+
+
+def test_sim_symmetry_runs_one_schedule_both_ways():
+    doc = _load("sim_symmetry.json")
+    rows = doc["points"]
+    for topo, s in doc["summary"].items():
+        if not isinstance(s, dict):
+            continue
+        rs = [r for r in rows if r["topology"] == topo]
+        assert s["points"] == len(rs)
+        periodic = [r for r in rs if "sim_speedup" in r and r["symmetric"]["period"] < r["symmetric"]["world"]]
+        assert [tuple(p) for p in s["periodic_points"]] == [(r["collective"], r["size"], r["symmetric"]["period"])
+                                                            for r in periodic]
+        for r in rs:   # the baseline simulated every rank; both ran the same schedule
+            assert r["full"]["period"] == r["full"]["world"]
+            if "sim_speedup" in r:
+                assert r["same_time_us"] and r["full"]["time_us"] == r["symmetric"]["time_us"]
+                assert r["sim_speedup"] == pytest.approx(r["full"]["sim_s"] / r["symmetric"]["sim_s"])
+        assert s["all_same_time_us"]
