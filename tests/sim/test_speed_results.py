@@ -66,8 +66,9 @@ def test_sim_scale_fits_and_answers():
         assert set(growth) == {"plan", "verify", "sim"}
 
 
-def test_sim_symmetry_runs_one_schedule_both_ways():
-    doc = _load("sim_symmetry.json")
+@pytest.mark.parametrize("name", ("sim_symmetry.json", "sim_symmetry_racks.json"))
+def test_sim_symmetry_runs_one_schedule_both_ways(name):
+    doc = _load(name)
     rows = doc["points"]
     for topo, s in doc["summary"].items():
         if not isinstance(s, dict):
