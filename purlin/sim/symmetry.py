@@ -121,9 +121,10 @@ def _topology_periodic(t: Topology, d: int, footprint: dict[str, int]) -> bool:
 
 def _routes_periodic(t: Topology, reps: tuple, d: int) -> bool:
     """Every route a representative's flows may take is the rotation of the route its
-    rotated pair takes. A star (one switch, every link a GPU's) has one path per pair, so
-    only other topologies are checked, pair by pair."""
-    if len(t.switches) == 1 and all(_GPU.match(k.src) or _GPU.match(k.dst) for k in t.links):
+    rotated pair takes. A star (one switch, every link between it and a GPU) has one path
+    per pair, so only other topologies are checked, pair by pair."""
+    if len(t.switches) == 1 and all((_GPU.match(k.src) is None) != (_GPU.match(k.dst) is None)
+                                    for k in t.links):
         return True
     w = t.world
     pairs = set()
@@ -224,6 +225,8 @@ def _shape(ins, p: int, ctx: _Context) -> tuple:
     if t is Wait:
         return (4, ins.value, tuple(ctx.flag_writers(p, sig) for sig in ins.signals))
     if t is WaitPackets:
+        if ins.src.rank != p:   # a remote window gets no mirrored puts: never periodic
+            return (7, object())
         lo = ins.src.offset
         return (5, ins.nbytes, ins.value, ctx.window_puts(p, lo, lo + ins.nbytes, ins.value))
     return (6, repr(ins))

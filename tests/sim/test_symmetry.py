@@ -157,3 +157,36 @@ def test_symmetry_must_be_a_bool():
     topo, s = _symmetric()
     with pytest.raises(PurlinError, match="simulate: symmetry"):
         simulate(s, topo, record=False, symmetry="yes")
+
+
+def test_a_wait_for_another_rank_s_packets_runs_every_rank():
+    """Mirrored puts land on representatives only, so a WaitPackets on a peer's window (a
+    schedule the verifier refuses, but simulate may be given) must not run by them."""
+    from purlin.snac.ir import WaitPackets
+    topo = load_topology("hgx-b200-8")
+    s = plan(library.from_size("all_to_all", 8, 1 << 20), topo, dict(ROT, regime="latency"))
+    progs = []
+    for p in s.programs:   # every rank's waits read its right neighbour's window instead
+        progs.append(replace(p, instrs=tuple(replace(x, src=replace(x.src, rank=(p.rank + 1) % 8))
+                                             if type(x) is WaitPackets else x for x in p.instrs)))
+    bad = replace(s, programs=tuple(progs))
+    cal = load_calibration("b200")
+    fp = _footprint(bad, topo)
+    assert quotient(bad, topo, cal, Fabric(topo, cal, fp), fp) is None
+    assert quotient(s, topo, cal, Fabric(topo, cal, fp), fp).period == 1
+
+
+def test_a_switch_with_direct_links_beside_it_is_checked_route_by_route():
+    """One switch and a ring of direct GPU links: two kinds of path, so the routes are
+    compared pair by pair (not taken as a star's), and the answer is the full run's."""
+    spec = {"schema_version": 1, "name": "star-ring-4", "source": "a test", "gpu_kind": "synthetic", "gpus": 4,
+            "gpu": {"hbm_bandwidth_gbps": 1000, "sms": 16, "copy_engines": 2, "nvlink_per_sm_gbps": 10,
+                    "memory_gib": 16},
+            "switches": [{"name": "sw", "latency_us": 0.4, "in_switch_reduce": False, "ports": 4}],
+            "links": [{"star": "sw", "bandwidth_gbps": 100, "latency_us": 0.05, "link_class": "pcie"},
+                      {"pairs": [["gpu0", "gpu1"], ["gpu1", "gpu2"], ["gpu2", "gpu3"], ["gpu3", "gpu0"]],
+                       "bandwidth_gbps": 200, "latency_us": 0.05, "link_class": "nvlink"}]}
+    topo = parse_topology(spec)
+    s = plan(library.from_size("all_to_all", 4, 1 << 20), topo, dict(ROT, regime="direct"))
+    full, sym = _both(s, topo)
+    assert sym.time_us == full.time_us and full.stats["period"] == 4
