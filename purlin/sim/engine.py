@@ -26,9 +26,9 @@ that had to wait for its last packets has them ``packet_poll_us`` after they lan
 What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
 doubling of the CTAs on its GPU that use packets (after any wait: its polls are slower,
-so waiting does not hide them); a Copy whose destination the executor
-aligns first (:func:`purlin.sim.tails.aligns_first`) pays ``copy_head_us``; an instruction off the 16-byte
-grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
+so waiting does not hide them); a Copy whose destination the executor aligns first
+(:func:`purlin.sim.tails.aligns_first`) pays ``copy_head_us``; an instruction off the
+16-byte grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 
 Without a timeline, a rank-periodic call (:mod:`purlin.sim.symmetry`) runs only its
