@@ -68,6 +68,7 @@ def run_here(point: dict) -> dict:
     out["programs"] = len(s.programs)
     out["policy"] = dict(s.policy)
     phase("verify", lambda: verify(s))
+    # ``symmetry`` only when the point asks: a baseline checkout's simulate may not take it
     r = phase("sim", lambda: simulate(s, topo, cal, record=False, **({"symmetry": point["symmetry"]}
                                                                     if "symmetry" in point else {})))
     out.update(time_us=r.time_us, busbw_gbps=r.busbw_gbps, flows=r.stats["flows"], events=r.stats["events"],

@@ -138,7 +138,7 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     except Deadlock:
         if q is None:
             raise
-        run = _go(schedule, topo, cal, record, Fabric(topo, cal, footprint), None)   # names every stuck rank
+        run = _go(schedule, topo, cal, record, fabric, None)   # every rank: names every stuck one
     return run.result(time.perf_counter() - wall)
 
 

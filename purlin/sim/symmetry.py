@@ -168,7 +168,10 @@ class _Context:
                 elif t is PutPackets:
                     puts.setdefault((ins.dst.rank, ins.value), []).append(
                         (ins.dst.offset, ins.dst.offset + ins.nbytes, p.rank, p.cta, i))
-        self.puts = {k: (sorted(v), [x[0] for x in sorted(v)]) for k, v in puts.items()}
+        self.puts = {}
+        for k, v in puts.items():
+            v.sort()
+            self.puts[k] = (v, [x[0] for x in v])
         self.shapes: dict[int, tuple] = {}      # program index -> its interned shape
         self.interned: dict[tuple, tuple] = {}
 

@@ -267,8 +267,8 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
     if not c.is_reduce:
         for g, off, n in _copy_items(gs, chunk, world):
             src = g.sources[0]
-            holders = sorted(g.holders, key=lambda h: (h.rank - src.rank) % world) if rotated else g.holders
-            items.append((src.rank, "copy", (_in(src, off),), tuple(_out(h, off) for h in holders), n))
+            items.append((src.rank, "copy", (_in(src, off),),
+                          tuple(_out(h, off) for h in _holders(g, world, rotated)), n))
     else:
         for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
             holders = g.holders if algorithm == "two_shot" else (owner,)
@@ -345,15 +345,16 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
             unpack = []   # (holder, source, window, offset, bytes)
             for g, off, n in items:
                 src = g.sources[0]
-                holders = sorted(g.holders, key=lambda h: (h.rank - src.rank) % world) if rotated else g.holders
-                for h in holders:
+                for h in _holders(g, world, rotated):
                     if h.rank == src.rank:
                         ops.append(Op(src.rank, ctas.pick(src.rank, "put"), "local", "copy",
                                       (_in(src, off),), (_out(h, off),), n))
                         continue
-                    unpack.append((h, src, put(_in(src, off), h.rank, n), off, n))
-                    if not rotated:
-                        _unpack(ops, ctas, unpack.pop(), pieces)
+                    u = (h, src, put(_in(src, off), h.rank, n), off, n)
+                    if rotated:   # unpacked once the step's pushes are all out
+                        unpack.append(u)
+                    else:
+                        _unpack(ops, ctas, u, pieces)
             for u in sorted(unpack, key=lambda u: (u[0].rank, (u[1].rank - u[0].rank) % world)):
                 _unpack(ops, ctas, u, pieces)
         return ops, max(win.used)
@@ -371,6 +372,13 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
                         ops.append(Op(h.rank, ctas.pick(h.rank, "tail", owner.rank), "tail", "copy",
                                       (w,), (_out(h, off + o),), m))
     return ops, max(win.used)
+
+
+def _holders(g: Group, world: int, rotated: bool) -> tuple[Placed, ...]:
+    """The holders of a copy block in the order its source serves them: rank order, or
+    (``rotated``) from the source itself on, wrapping."""
+    src = g.sources[0].rank
+    return tuple(sorted(g.holders, key=lambda h: (h.rank - src) % world)) if rotated else g.holders
 
 
 def _unpack(ops: list[Op], ctas: Ctas, u: tuple, pieces) -> None:
