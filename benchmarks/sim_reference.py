@@ -7,7 +7,9 @@ not move it), the CTA budget, a digest of the planned programs (so a planner cha
 alters the schedule is told apart from an engine change) and the predicted time.
 
 Run: ``python benchmarks/sim_reference.py [--out tests/data/sim-reference.json]``
-(takes minutes: rack-scale points are included).
+(takes minutes: rack-scale points are included). After a model change, ``--update WHY``
+re-predicts the committed points (same policies and programs) instead of choosing them
+again, keeps each old time as ``previous_us`` and records why in the file's ``updates``.
 """
 from __future__ import annotations
 
@@ -60,7 +62,10 @@ def points() -> list[tuple[str, int | None, str, int, dict | None]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "sim-reference.json"))
+    ap.add_argument("--update", metavar="WHY", help="re-predict the committed points after a model change")
     args = ap.parse_args()
+    if args.update:
+        return update(Path(args.out), args.update)
     rows = []
     t_all = time.perf_counter()
     for topo_name, world, name, size, fields in points():
@@ -83,6 +88,31 @@ def main() -> None:
            "total_wall_s": round(time.perf_counter() - t_all, 1)}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(rows)} points -> {args.out}")
+
+
+def update(path: Path, why: str) -> None:
+    """Re-predict every committed point with its recorded policy; the programs must be the
+    same (a model change moves times, not schedules)."""
+    from common import header
+    doc = json.loads(path.read_text())
+    moved = []
+    for p in doc["points"]:
+        topo = load_topology(p["topology"], world=p["world"])
+        c = library.from_size(p["collective"], topo.world, p["size"])
+        s = plan(c, topo, p["policy"], cta_budget=p["cta_budget"], check=False)
+        if programs_digest(s) != p["programs_digest"]:
+            raise SystemExit(f"{p['topology']} {p['collective']} {p['size']}: the planner changed "
+                             "these programs; that is not a model change")
+        t = simulate(s, topo, record=False).time_us
+        p["previous_us"], p["time_us"] = p["time_us"], t
+        moved.append(t / p["previous_us"])
+    h = header()
+    big = sum(abs(m - 1) > 5e-3 for m in moved)
+    doc.setdefault("updates", []).append({"date": h["date"], "command": h["command"], "why": why,
+                                          "moved_over_0.5pct": big, "min_ratio": min(moved),
+                                          "max_ratio": max(moved)})
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(moved)} points, {big} moved past 0.5% (new/old {min(moved):.3f} .. {max(moved):.3f}) -> {path}")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,13 @@ it is issued, a Wait compares it with the time it looks (a flag landing at that 
 time counts if its seq is the smaller, as its landing event would have run first), and
 only a CTA that must wait for it gets an entry, filed under the flag's seq. Packets land
 with their flag, so ``WaitPackets`` wakes when every byte of its window has arrived with
-its value; one fused into the read after it (:func:`purlin.snac.ir.fused_read`) wakes
-on the first packets, and that read ends no earlier than its last packet lands. A reader
-that had to wait for its last packets has them ``packet_poll_us`` after they land.
+its value; one fused into the read after it (:func:`purlin.snac.ir.fused_read`) over
+a whole put's window wakes on the first packets, and that read ends no earlier than its
+last packet lands. A fused read of part of a put (a consumer splitting a push into
+chunks) has its packets only when the whole put has landed, as a standalone wait does
+(the ``push_read`` microbenchmarks: such reads ran 0.3-0.6 us later than streaming
+behind the put). A reader that had to wait for its last packets has them
+``packet_poll_us`` after they land.
 
 What the executor adds to an Atom's start, from its microbenchmarks: each PutPackets of a
 batch pays ``packet_put_us``; a CTA's first packet read pays ``packet_crowd_us`` per
@@ -52,7 +56,8 @@ from purlin.sim.clock import Clock
 from purlin.sim.fabric import Fabric, FlowSpec
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.checks import check_args
-from purlin.sim.packets import Overlapping, PacketEvents, PacketTimes, fused_positions, uses_packets
+from purlin.sim.packets import (Overlapping, PacketEvents, PacketTimes, fused_positions, put_windows,
+                                uses_packets)
 from purlin.sim.result import SimResult
 from purlin.sim.symmetry import Quotient, quotient
 from purlin.snac.bind import bind_topology
@@ -208,6 +213,7 @@ class _Run:
         self.end_us = 0.0
         self.last_store_us = 0.0
         self.flows = 0
+        self._puts: set | None = None
         self._settle_pending = False
         self._gen = 0
         self._timer_at = float("inf")
@@ -332,6 +338,13 @@ class _Run:
         self.waiters.setdefault(key, []).append((want, c))
         return False
 
+    def _put_windows(self) -> set[tuple[int, int, int, int]]:
+        """Every put's window (rank, lo, hi, tag), over all ranks (a quotient run's
+        representatives receive the same windows as in the full run)."""
+        if self._puts is None:
+            self._puts = put_windows(self.schedule.programs)
+        return self._puts
+
     # ---- the CTA process ------------------------------------------------------------------
     def _cta(self, c: _Cta, start_us: float):
         prog = c.prog
@@ -441,9 +454,12 @@ class _Run:
                     if not fused:
                         fused_since = clock.now
                     fused.append(w)
-                if not self.packets.ready(c, w, whole=not is_fused):
+                # a fused read of part of a put has its packets with the whole put, as
+                # a standalone wait does; only a read of a whole put streams behind it
+                whole = not is_fused or w not in self._put_windows()
+                if not self.packets.ready(c, w, whole=whole):
                     yield None
-                    if not is_fused:
+                    if whole:
                         yield cal.packet_poll_us
                 nbytes = ins.nbytes
             else:

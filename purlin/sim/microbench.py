@@ -26,7 +26,11 @@ per instruction; ``benchmarks/calibrate_executor.py`` runs them on a GPU and
 - ``put_pass``: p push/read pairs, the reader taking the first or the last put of a 3-pass
   run (when the last pass becomes readable, alone and crowded);
 - ``put_ops``: one CTA issuing k PutPackets of n bytes that nobody reads (a put's cost
-  inside a run).
+  inside a run);
+- ``push_read``: n bytes pushed as PutPackets of p bytes spread over q CTAs, read back in
+  c-byte chunks by one CTA each (a copy, or a reduce with its own input): the shape of a
+  latency-regime consumer, against the push size and the pushing CTAs (held out: no fit
+  reads them).
 
 Examples
 --------
@@ -44,8 +48,8 @@ from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Sched
 from purlin.spec import Collective, Layout
 
 __all__ = ["CASES", "case_key", "measured", "chain", "copy_dsts", "copy_ops", "ctas", "loaded",
-           "notify_ops", "packets", "pkt_reduce", "put_ops", "put_pass", "reduce_ctas", "reduce_ops",
-           "wait_ops"]
+           "notify_ops", "packets", "pkt_reduce", "push_read", "put_ops", "put_pass", "reduce_ctas",
+           "reduce_ops", "wait_ops"]
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -177,6 +181,29 @@ def pkt_reduce(m: int, n: int, p: int) -> Schedule:
     return Schedule(spec(2 * p * n, p * n), tuple(progs), 0, p * m * n, 1, 2)
 
 
+def push_read(n: int, p: int, q: int, c: int, red: bool) -> Schedule:
+    """n input bytes pushed as n / p PutPackets of p bytes, dealt round-robin over q CTAs;
+    n / c reader CTAs, each waiting for its c-byte chunk and copying it out (``red``:
+    reducing it with c bytes of its own input), the WaitPackets fused into the read as
+    the planner's latency consumers are."""
+    puts: list[list] = [[] for _ in range(q)]
+    for j in range(n // p):
+        puts[j % q].append(PutPackets(Ref(0, "input", j * p), Ref(0, "packets", j * p), p, 1))
+    progs = [Program(0, b, "push", tuple(x)) for b, x in enumerate(puts)]
+    for i in range(n // c):
+        win = Ref(0, "packets", i * c)
+        read = (Reduce((win, Ref(0, "input", n + i * c)), (Ref(0, "output", i * c),), c, "fp32", "add")
+                if red else Copy(win, (Ref(0, "output", i * c),), c))
+        progs.append(Program(0, q + i, "read", (WaitPackets(win, c, 1), read)))
+    return Schedule(spec(2 * n, n), tuple(progs), 0, n, 1, 2)
+
+
+PUSH_READ = ([dict(n=64 * KiB, p=p, q=64 * KiB // p, c=2 * KiB, red=red)
+              for p in (2 * KiB, 8 * KiB, 16 * KiB, 32 * KiB) for red in (True, False)]
+             + [dict(n=16 * KiB, p=p, q=q, c=KiB, red=True) for p in (KiB, 4 * KiB, 16 * KiB) for q in (1, 2)
+                if q <= 16 * KiB // p]
+             + [dict(n=12 * KiB, p=p, q=q, c=KiB, red=False) for p in (2 * KiB, 4 * KiB) for q in (1, 2)])
+
 CASES = (
     [("copy_ops", dict(k=k, n=n), copy_ops(k, n)) for k in (1, 4, 16, 64) for n in (4 * KiB, 64 * KiB, 1 * MiB)]
     + [("reduce_ops", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (64 * KiB, 1 * MiB)
@@ -204,6 +231,7 @@ CASES = (
        for n in (64 * KiB,) for m in (2, 8)]
     + [("reduce_ctas", dict(c=c, n=n, m=m), reduce_ctas(c, n, m)) for c in (8, 64) for n in (64 * KiB,)
        for m in (2, 8)]
+    + [("push_read", d, push_read(**d)) for d in PUSH_READ]
 )
 
 

@@ -182,6 +182,13 @@ def uses_packets(instrs: tuple) -> bool:
     return False
 
 
+def put_windows(programs) -> set[tuple[int, int, int, int]]:
+    """The window (rank, lo, hi, tag) of every PutPackets of ``programs``: a fused read of
+    exactly one of them streams behind its put, a read of part of one waits for all of it."""
+    return {(i.dst.rank, i.dst.offset, i.dst.offset + i.nbytes, i.value)
+            for p in programs for i in p.instrs if type(i) is PutPackets}
+
+
 def fused_positions(instrs: tuple) -> set[int]:
     """The positions of the WaitPackets that :func:`purlin.snac.ir.fused_read` fuses into
     the read after them, for a whole program at once: each read's packet sources are

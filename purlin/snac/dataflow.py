@@ -322,7 +322,7 @@ def latency(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: s
     ``push``: bytes per PutPackets, a multiple of ``chunk`` (None: one chunk). Larger
     pushes pay the per-instruction packet start less often and keep fewer CTAs pushing
     (the pushers' polls crowd the readers less), while the consumers still split each
-    push into ``chunk`` pieces; a piece's read starts on the first packets of its push.
+    push into ``chunk`` pieces; a piece is readable once its whole push has landed.
     ``rotated`` (copies): a source pushes to its holders from itself on, and at each step
     a rank unpacks what its peers pushed from rank+1 on, so every rank's programs are its
     peers' rotation."""

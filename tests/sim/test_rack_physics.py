@@ -84,7 +84,7 @@ def test_allgather_64mib_with_chunks_for_every_put_cta_is_eight_times_faster():
     chunk = -(-c.input.nbytes(0) // 32 // 16) * 16                  # a block over 32 CTAs
     _, _, fast = _all_gather(64 << 20, Policy(regime="direct", chunk_nbytes=chunk))
     assert slow.time_us / fast.time_us > 8.0
-    assert fast.busbw_gbps > 390.0
+    assert fast.busbw_gbps > 375.0
 
 
 def test_the_default_now_spreads_a_block_over_the_put_ctas():
@@ -94,14 +94,14 @@ def test_the_default_now_spreads_a_block_over_the_put_ctas():
     assert (s.policy["regime"], s.policy["put_ctas"], s.policy["consumer_ctas"]) == ("direct", 63, 1)
     assert s.policy["chunk_nbytes"] == 16 << 10 and -(-c.input.nbytes(0) // (16 << 10)) == 57
     _, _, old = _all_gather(64 << 20)
-    assert r.time_us == pytest.approx(106.35, rel=1e-3) and old.time_us / r.time_us > 13
+    assert r.time_us == pytest.approx(106.64, rel=1e-3) and old.time_us / r.time_us > 13
     assert r.busbw_gbps > 600.0
 
 
 def test_allreduce_128k_was_slow_because_the_hand_table_kept_it_in_the_latency_regime():
     """The H200 hand table's latency regime at 128 KiB on NVL72 took 148 us (issue 16). The
     latency one-shot pushes 71 copies of the buffer as packets from 8 put CTAs: a floor of
-    71 x 128 KiB / (8 x packet_gbps) = 71 us, against ~26 us in the direct regime, which is
+    71 x 128 KiB / (8 x packet_gbps) = 64 us, against ~26 us in the direct regime, which is
     what the default (generic rules reading NVL72's links, until its codesign table is
     committed, or that table) now picks."""
     c = library.from_size("all_reduce", 72, 128 << 10)
@@ -109,7 +109,7 @@ def test_allreduce_128k_was_slow_because_the_hand_table_kept_it_in_the_latency_r
     assert latency.policy["put_ctas"] == 8
     slow = simulate(latency, NVL72, CAL, record=False).time_us
     floor = 71 * (128 << 10) / (8 * CAL.packet_gbps * 1e3)
-    assert floor == pytest.approx(70.8, rel=1e-2) and slow > floor
+    assert floor == pytest.approx(64.0, rel=1e-2) and slow > floor
     default = plan(c, NVL72, check=False)
     assert default.policy["regime"] == "direct"
     assert simulate(default, NVL72, CAL, record=False).time_us < floor / 2
