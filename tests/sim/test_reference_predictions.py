@@ -1,11 +1,12 @@
 """The simulator still gives the answers it gave before the rack-scale engine work.
 
 ``tests/data/sim-reference.json`` holds 225 predictions (shipped topologies x the seven
-collectives x sizes x policies) made by commit 740021e with
+collectives x sizes x policies) chosen by commit 740021e with
 ``benchmarks/sim_reference.py``. Each is re-planned with its recorded, fully resolved
 policy; the programs must be the same ones (a planner change is not an engine change)
 and the predicted time within 0.5%. A model change that moves one updates this file in
-its own commit and says why.
+its own commit and says why (``sim_reference.py --update WHY``; the file's ``updates``
+list them, each point keeps its ``previous_us``).
 """
 import json
 from pathlib import Path
