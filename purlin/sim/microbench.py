@@ -202,7 +202,15 @@ PUSH_READ = ([dict(n=64 * KiB, p=p, q=64 * KiB // p, c=2 * KiB, red=red)
               for p in (2 * KiB, 8 * KiB, 16 * KiB, 32 * KiB) for red in (True, False)]
              + [dict(n=16 * KiB, p=p, q=q, c=KiB, red=True) for p in (KiB, 4 * KiB, 16 * KiB) for q in (1, 2)
                 if q <= 16 * KiB // p]
-             + [dict(n=12 * KiB, p=p, q=q, c=KiB, red=False) for p in (2 * KiB, 4 * KiB) for q in (1, 2)])
+             + [dict(n=12 * KiB, p=p, q=q, c=KiB, red=False) for p in (2 * KiB, 4 * KiB) for q in (1, 2)]
+             # whole-put readers: one reader a put, the puts' size and count (the copies of
+             # a latency AllGather or AllToAll), and fewer pushing CTAs
+             + [dict(n=64 * KiB, p=p, q=64 * KiB // p, c=p, red=red) for p in (4 * KiB, 8 * KiB, 16 * KiB)
+                for red in (True, False)]
+             + [dict(n=n, p=p, q=n // p, c=p, red=False) for n, p in ((128 * KiB, 4 * KiB), (128 * KiB, 8 * KiB),
+                                                                     (32 * KiB, 2 * KiB), (32 * KiB, 4 * KiB),
+                                                                     (32 * KiB, 8 * KiB))]
+             + [dict(n=64 * KiB, p=4 * KiB, q=q, c=4 * KiB, red=False) for q in (4, 8)])
 
 CASES = (
     [("copy_ops", dict(k=k, n=n), copy_ops(k, n)) for k in (1, 4, 16, 64) for n in (4 * KiB, 64 * KiB, 1 * MiB)]
