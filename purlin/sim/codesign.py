@@ -11,8 +11,9 @@ policies, simulated with the system's own calibration:
    the whole budget on either role), then the chunk from a quarter to four times (and, in
    the latency regime, pushes of 2, 4 and 8 chunks);
 3. refine: coordinate descent from the best few and the best of each leading family
-   (each role's CTAs, the chunk and the push doubled and halved, the fence and the Atom
-   toggled), plus the winners of the neighbouring sizes, until a round gains nothing.
+   (each role's CTAs, the chunk and the push doubled and halved, the fence, the Atom and,
+   for copies on ranks with GPUs of their own, the notify order toggled), plus the winners
+   of the neighbouring sizes, until a round gains nothing.
 
 With a budget (``Search.budget_s``, CPU seconds of one core summed over the points, 480
 by default) the search fits the system: stage 1 runs in full (each size's structures,
@@ -198,10 +199,20 @@ def _nvls(topo: Topology, name: str) -> bool:
 
 def filled(name: str, topo: Topology, size: int, budget: int, **knobs) -> dict:
     """The generic rules' policy with ``knobs`` fixed: what ``plan`` fills for them (a
-    direct copy split by the input a rank holds, not its W times larger output)."""
+    direct copy split by the input a rank holds, not its W times larger output), and their
+    notify order where it matters (:func:`orders`)."""
     from purlin.snac.planner import generic
     c = library.from_size(name, topo.world, size, "fp32")
+    if orders(name, topo):
+        knobs.setdefault("notify_order", "rotated")
     return compact(generic(c, topo, budget, Policy(**knobs)).to_dict())
+
+
+def orders(name: str, topo: Topology) -> bool:
+    """Whether the notify order is a knob here: a copy on ranks with GPUs of their own (a
+    loopback world plans in rank order whatever the policy says, and reductions keep it:
+    docs/policy.md). The generic rules take ``rotated`` there; the search tries both."""
+    return not topo.loopback and not library.from_size(name, topo.world, 1 << 16).is_reduce
 
 
 def role_variants(p: dict, budget: int) -> list[dict]:
@@ -231,9 +242,10 @@ def chunk_variants(p: dict, nbytes: int, factors=(0.25, 0.5, 2, 4)) -> list[dict
     return out
 
 
-def neighbours(p: dict, nbytes: int, budget: int, switch: bool = False) -> list[dict]:
+def neighbours(p: dict, nbytes: int, budget: int, switch: bool = False, order: bool = False) -> list[dict]:
     """One knob at a time: each role's CTAs doubled and halved, the chunk doubled and
-    halved, the fence toggled, and (``switch``: the switches reduce) the Atom."""
+    halved, the fence toggled, (``switch``: the switches reduce) the Atom, and (``order``:
+    :func:`orders`) the notify order."""
     out = chunk_variants(p, nbytes, (0.5, 2))
     for role in ("put_ctas", "consumer_ctas"):
         for v in (p[role] * 2, p[role] // 2):
@@ -249,6 +261,8 @@ def neighbours(p: dict, nbytes: int, budget: int, switch: bool = False) -> list[
                 out.append({**p, "push_nbytes": None if v == p["chunk_nbytes"] else v})
     if p["regime"] == "direct" and switch:
         out.append({**p, "atom": "sm" if p["atom"] == "switch" else "switch"})
+    if order:
+        out.append({**p, "notify_order": "rank" if p.get("notify_order") == "rotated" else "rotated"})
     return out
 
 
@@ -527,7 +541,8 @@ def _stage_refine(runner: _Runner, cases: list[_Case], topos, spec: Search,
                 tasks = [(case, size, ranked(case.results[sizes[j]])[0]["policy"])
                          for j in (i - 1, i + 1) if 0 <= j < len(sizes) and ranked(case.results[sizes[j]])]
                 for p in _starts(rk, spec):
-                    tasks += [(case, size, v) for v in neighbours(p, nbytes_of(case.name, case.world, size), ctas, switch)]
+                    tasks += [(case, size, v) for v in neighbours(p, nbytes_of(case.name, case.world, size), ctas,
+                                                                  switch, orders(case.name, topos[case.world]))]
                 groups.append(tasks)
         if budget.left() == 0.0:
             break

@@ -17,7 +17,7 @@ from purlin.snac.tables import FOLDER
 from purlin.spec import library
 
 KNOBS = ("regime", "algorithm", "atom", "fence", "chunk_nbytes", "push_nbytes", "put_ctas",
-         "consumer_ctas")
+         "consumer_ctas", "notify_order")
 
 
 def policy_key(p: dict) -> tuple:
@@ -29,6 +29,8 @@ def compact(p: dict) -> dict:
     """A policy's searched knobs (the rest are the defaults)."""
     out = {k: p[k] for k in KNOBS if p.get(k) is not None}
     out.setdefault("fence", "rank")
+    if out.get("notify_order") == "rank":   # the default: tables of before never name it
+        del out["notify_order"]
     return out
 
 
