@@ -192,9 +192,12 @@ def structures(name: str, topo: Topology, atoms: Sequence[str]) -> list[dict]:
     return out
 
 
+def _reduces(name: str, topo: Topology) -> bool:
+    return library.from_size(name, topo.world, 1 << 16).is_reduce
+
+
 def _nvls(topo: Topology, name: str) -> bool:
-    return library.from_size(name, topo.world, 1 << 16).is_reduce and any(
-        sw.in_switch_reduce for sw in topo.switches)
+    return _reduces(name, topo) and any(sw.in_switch_reduce for sw in topo.switches)
 
 
 def filled(name: str, topo: Topology, size: int, budget: int, **knobs) -> dict:
@@ -212,7 +215,7 @@ def orders(name: str, topo: Topology) -> bool:
     """Whether the notify order is a knob here: a copy on ranks with GPUs of their own (a
     loopback world plans in rank order whatever the policy says, and reductions keep it:
     docs/policy.md). The generic rules take ``rotated`` there; the search tries both."""
-    return not topo.loopback and not library.from_size(name, topo.world, 1 << 16).is_reduce
+    return not topo.loopback and not _reduces(name, topo)
 
 
 def role_variants(p: dict, budget: int) -> list[dict]:
@@ -538,11 +541,12 @@ def _stage_refine(runner: _Runner, cases: list[_Case], topos, spec: Search,
                     continue
                 before[(case.name, case.world, size)] = rk[0]["time_us"]
                 switch = "switch" in spec.atoms and _nvls(topos[case.world], case.name)
+                order = orders(case.name, topos[case.world])
                 tasks = [(case, size, ranked(case.results[sizes[j]])[0]["policy"])
                          for j in (i - 1, i + 1) if 0 <= j < len(sizes) and ranked(case.results[sizes[j]])]
                 for p in _starts(rk, spec):
-                    tasks += [(case, size, v) for v in neighbours(p, nbytes_of(case.name, case.world, size), ctas,
-                                                                  switch, orders(case.name, topos[case.world]))]
+                    tasks += [(case, size, v)
+                              for v in neighbours(p, nbytes_of(case.name, case.world, size), ctas, switch, order)]
                 groups.append(tasks)
         if budget.left() == 0.0:
             break
