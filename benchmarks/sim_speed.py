@@ -8,8 +8,8 @@ point. Each point runs in a fresh process (``sim_point.py``): its caches and mem
 are its own, as a first ``purlin sim`` call's would be. A point that runs past
 ``--timeout-factor`` times its target is stopped and recorded as a miss.
 
-Baseline in the same run: the engine before the rack-scale work (commit 3934e54; another
-with ``--baseline COMMIT``) on the cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB,
+Baseline in the same run: the engine before the rack-scale work (commit 3934e54; others
+with ``--baseline COMMIT,COMMIT``, each on the same cases) on the cases the issue quotes (NVL72 AllReduce 1 GiB and 64 KiB,
 AllToAllV 64 MiB; others with ``--baseline-cases``), against this
 engine given the old default policy (one schedule: the engine's own speedup, and the same
 answer), and against this engine's default (what a user gets now), as ratios.
@@ -138,7 +138,8 @@ def main() -> dict:
     ap.add_argument("--max-timeout", type=float, default=600.0, help="and never after more seconds than this")
     ap.add_argument("--out", default="sim_speed.json", help="result file name under benchmarks/results")
     ap.add_argument("--reuse", default="", help="take the points from this results file; measure the baseline only")
-    ap.add_argument("--baseline", default=BASELINE, help=f"commit of the baseline engine (default {BASELINE})")
+    ap.add_argument("--baseline", default=BASELINE,
+                    help=f"commits of the baseline engines, comma-separated (default {BASELINE})")
     ap.add_argument("--baseline-cases", default="",
                     help="TOPOLOGY:COLLECTIVE:BYTES,... for the baseline (default: the issue's NVL72 cases)")
     args = ap.parse_args()
@@ -160,7 +161,8 @@ def main() -> dict:
         points_from = {k: earlier.get(k) for k in ("command", "date", "machine")}
     else:
         rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
-    baseline = [] if args.no_old else run_baseline(rows, 600.0, args.baseline, cases)
+    baseline = [] if args.no_old else [b for commit in args.baseline.split(",") if commit
+                                        for b in run_baseline(rows, 600.0, commit, cases)]
     summary = summarize(rows, baseline)
     doc = {"summary": summary, "jobs": args.jobs, "cpus": os.cpu_count(), "points": rows, "baseline": baseline}
     if points_from:

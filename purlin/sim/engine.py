@@ -303,11 +303,11 @@ class _Run:
             row = self._signal_row[rank] = [sig(rank, q) for q in range(self.topology.world)]
         clock, book_of, waiters = self.clock, self.flags, self.waiters
         now = clock.now
+        seq = clock.seq   # drawn here one per flag (nothing below draws one)
         for k in range(i, j):
             peer, key, value = flags[k]
             land = now + row[peer]
-            clock.seq += 1
-            seq = clock.seq
+            seq += 1
             book = book_of.get(key)
             if book is None:
                 book_of[key] = [(value, land, seq)]
@@ -322,6 +322,7 @@ class _Run:
                     else:
                         keep.append((want, c))
                 waiters[key] = keep
+        clock.seq = seq
 
     def _flag_ready(self, c: _Cta, key: int, want: int) -> bool:
         """Whether flag ``key`` is at least ``want`` for CTA ``c`` now; if not, arrange
@@ -360,6 +361,7 @@ class _Run:
         sig_batch = max(1, int(cal.signal_batch))
         pkt_batch = max(1, int(cal.packet_batch))
         issue_us, check_us = cal.notify_issue_us, cal.wait_check_us
+        flags_get = self.flags.get
         fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
         crowded = False           # the crowd's cost is paid (on the CTA's first packet read)
         fused_since = 0.0
@@ -376,7 +378,14 @@ class _Run:
                     t0 = clock.now
                     want = ins.value
                     for sig in ins.signals:
-                        if not self._flag_ready(c, rkey + sig, want):
+                        # the common case inline (the flag's first value already landed
+                        # before this CTA looked); :meth:`_flag_ready` decides the rest
+                        book = flags_get(rkey + sig)
+                        if book is not None and book[0][0] >= want and (
+                                book[0][1] < clock.now or (book[0][1] == clock.now and book[0][2] < c.arr)):
+                            if check_us and m % sig_batch == 0:
+                                yield check_us
+                        elif not self._flag_ready(c, rkey + sig, want):
                             yield None
                         elif check_us and m % sig_batch == 0:
                             yield check_us

@@ -35,6 +35,8 @@ from purlin.sim.maxmin import SAT_REL, fill, kept_below
 TIME_EPS_US = 1e-9
 """Flows finishing within this many microseconds of each other finish together."""
 _SAT_REL = SAT_REL
+_MANY = 16
+"""From this many flows on, a batch's bookkeeping runs vectorized (the same sums)."""
 
 
 class FluidModel:
@@ -195,9 +197,28 @@ class FluidModel:
                 done.append(s)
         if not done:
             return done
-        rem, sat = self._rem, self._sat
+        d = np.asarray(done)
+        # a flow leaving saturated resources may raise others' rates (a full recompute
+        # follows, which sets the unused capacity anew); one leaving only unsaturated
+        # ones bottlenecked nobody: its capacity just comes back
+        leaves_saturated = (self._leave_many if len(done) >= _MANY else self._leave)(done, d)
+        self.active[d] = False
+        self.rate[d] = self.speed[d] = 0.0
+        self.finish[d] = np.inf
+        self.version[d] += 1
+        if leaves_saturated:
+            self._full = True
+        self._active_count -= len(done)
+        self._free.extend(sorted(done, reverse=True))
+        self._act_cache = None
+        self._best = None
+        return done
+
+    def _leave(self, done: list[int], d: np.ndarray) -> bool:
+        """Charge the bytes of flows ``done`` and give back their capacity, flow by flow;
+        whether any left a saturated resource."""
+        rem, sat, bytes_on = self._rem, self._sat, self.bytes_on
         leaves_saturated = False
-        bytes_on = self.bytes_on
         for s in done:
             res, wts = self._res[s]
             n = float(self.nbytes[s])
@@ -210,23 +231,27 @@ class FluidModel:
             if hit:
                 leaves_saturated = True
                 self._left.append(r)
-            # a flow leaving saturated resources may raise others' rates; one leaving
-            # only unsaturated ones bottlenecked nobody: its capacity just comes back
             if not leaves_saturated:
                 for i, w in zip(res, wts):
                     rem[i] += w * r
-        d = np.asarray(done)
-        self.active[d] = False
-        self.rate[d] = self.speed[d] = 0.0
-        self.finish[d] = np.inf
-        self.version[d] += 1
-        if leaves_saturated:
-            self._full = True
-        self._active_count -= len(done)
-        self._free.extend(sorted(done, reverse=True))
-        self._act_cache = None
-        self._best = None
-        return done
+        return leaves_saturated
+
+    def _leave_many(self, done: list[int], d: np.ndarray) -> bool:
+        """:meth:`_leave` for many flows at once: the same sums in the same order
+        (np.add.at is unbuffered and sequential), bit for bit. Once a flow has left a
+        saturated resource the loop stops giving capacity back, and the full recompute
+        that follows sets all of it anew: so here none is given back then."""
+        idx, w = self.idx[d], self.w[d]
+        np.add.at(self.bytes_on, idx.ravel(), (w * self.nbytes[d][:, None]).ravel())
+        hit = np.asarray(self._sat)[idx].any(axis=1)
+        if hit.any():
+            self._left.extend(self.rate[d[hit]].tolist())
+            return True
+        rem = np.asarray(self._rem)
+        np.add.at(rem, idx.ravel(), (w * self.rate[d][:, None]).ravel())
+        rem[self._dummy] = np.inf
+        self._rem = rem.tolist()
+        return False
 
     # ---- rates -----------------------------------------------------------------------
     def try_shortcut(self) -> bool:
@@ -281,6 +306,8 @@ class FluidModel:
         slots = [s for s in added if self.active[s]]
         if not slots:
             return True
+        if len(slots) >= _MANY:
+            return self._fits_many(np.asarray(slots))
         rem, tol = self._rem, self._tol_list
         need: dict[int, float] = {}
         for s in slots:
@@ -306,6 +333,34 @@ class FluidModel:
                 self.finish[s] = f
                 if self._best is not None and f < self._best[0]:
                     self._best = (f, s)
+        return True
+
+    def _fits_many(self, sl: np.ndarray) -> bool:
+        """:meth:`_fits` for many flows at once, with the same sums (bincount adds each
+        resource's terms in flow order, as the loop does) and the same earliest finish."""
+        caps = self.cap[sl]
+        if np.isinf(caps).any():
+            return False
+        idx = self.idx[sl]
+        need = np.bincount(idx.ravel(), (self.w[sl] * caps[:, None]).ravel(), minlength=len(self.capacity))
+        touched = np.unique(idx)
+        touched = touched[touched != self._dummy]
+        rem = np.asarray(self._rem)
+        left = rem[touched] - need[touched]
+        if (left <= np.asarray(self._tol_list)[touched]).any():
+            return False   # would saturate a resource: bottlenecks change
+        rem[touched] = left
+        self._rem = rem.tolist()
+        self.rate[sl] = caps
+        if not self._soft:
+            now = self.now_us
+            self.speed[sl] = caps
+            self.t_at[sl] = now
+            f = now + self.rem_at[sl] / caps
+            self.finish[sl] = f
+            j = int(np.argmin(f))
+            if self._best is not None and f[j] < self._best[0]:
+                self._best = (float(f[j]), int(sl[j]))
         return True
 
     def _retime(self, act: np.ndarray, old_speed: np.ndarray) -> None:

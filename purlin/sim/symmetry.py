@@ -155,51 +155,68 @@ class _Context:
     where, and the calibration's alignment rule."""
 
     def __init__(self, s: Schedule, cal: Calibration):
+        self.s = s
         self.w = s.world
         self.cal = cal
-        self.writers: dict[tuple[int, int], list[tuple]] = {}
+        self._writers: dict[tuple[int, int], list[tuple]] | None = None
+        self._puts: dict | None = None
+        self.shapes: dict[tuple[int, bool], tuple] = {}   # (program index, light) -> its interned shape
+        self.interned: dict[tuple, tuple] = {}
+
+    def _index(self) -> None:
+        """Who writes each flag and which puts land where: built on the first Wait or
+        WaitPackets compared, so a call whose light shapes already differ never pays it."""
+        self._writers = writers = {}
         puts: dict[tuple[int, int], list[tuple]] = {}
-        for p in s.programs:
+        for p in self.s.programs:
             for i, ins in enumerate(p.instrs):
                 t = type(ins)
                 if t is Notify:
                     for j, (q, sig) in enumerate(zip(ins.peers, ins.signals)):
-                        self.writers.setdefault((q, sig), []).append((p.rank, p.cta, i, j, ins.value))
+                        writers.setdefault((q, sig), []).append((p.rank, p.cta, i, j, ins.value))
                 elif t is PutPackets:
                     puts.setdefault((ins.dst.rank, ins.value), []).append(
                         (ins.dst.offset, ins.dst.offset + ins.nbytes, p.rank, p.cta, i))
-        self.puts = {}
+        self._puts = {}
         for k, v in puts.items():
             v.sort()
-            self.puts[k] = (v, [x[0] for x in v])
-        self.shapes: dict[int, tuple] = {}      # program index -> its interned shape
-        self.interned: dict[tuple, tuple] = {}
+            self._puts[k] = (v, [x[0] for x in v])
 
-    def shape_of(self, k: int, prog) -> tuple:
+    def shape_of(self, k: int, prog, light: bool = False) -> tuple:
         """Program ``k``'s shape relative to its rank (each computed once, equal shapes
-        one object, so programs compare by identity)."""
-        got = self.shapes.get(k)
+        one object, so programs compare by identity). A ``light`` shape leaves out who
+        satisfies each Wait (the index that takes): equal full shapes have equal light
+        ones, so a light mismatch rejects a period at a fraction of the cost."""
+        got = self.shapes.get((k, light))
         if got is None:
-            shape = tuple(_shape(ins, prog.rank, self) for ins in prog.instrs)
+            rank = prog.rank
+            shape = tuple([_shape(ins, rank, self, light) for ins in prog.instrs])
             if any(type(x) is WaitPackets for x in prog.instrs):   # which reads start on first packets
                 shape += (tuple(sorted(fused_positions(prog.instrs))),)
-            got = self.shapes[k] = self.interned.setdefault(shape, shape)
+            got = self.shapes[(k, light)] = self.interned.setdefault(shape, shape)
         return got
 
     def flag_writers(self, rank: int, sig: int) -> tuple:
+        if self._writers is None:
+            self._index()
         w = self.w
-        return tuple(((r - rank) % w, c, i, j, v) for r, c, i, j, v in self.writers.get((rank, sig), ()))
+        return tuple(((r - rank) % w, c, i, j, v) for r, c, i, j, v in self._writers.get((rank, sig), ()))
 
     def window_puts(self, rank: int, lo: int, hi: int, tag: int) -> tuple:
-        got = self.puts.get((rank, tag))
+        if self._puts is None:
+            self._index()
+        got = self._puts.get((rank, tag))
         if got is None:
             return ()
         pieces, starts = got
         j = max(0, bisect_left(starts, lo) - 1)
         out = []
         w = self.w
-        while j < len(pieces) and pieces[j][0] < hi:
+        n = len(pieces)
+        while j < n:
             a, b, r, c, i = pieces[j]
+            if a >= hi:
+                break
             if b > lo:
                 out.append((a - lo, b - lo, (r - rank) % w, c, i))
             j += 1
@@ -210,7 +227,7 @@ def _ref(r, p: int, w: int) -> tuple:
     return ((r.rank - p) % w, r.buffer, tails.grid(r))
 
 
-def _shape(ins, p: int, ctx: _Context) -> tuple:
+def _shape(ins, p: int, ctx: _Context, light: bool = False) -> tuple:
     """What the engine's timing of ``ins`` on rank ``p`` depends on: ranks relative to
     ``p``, and of offsets only what the engine charges for (:mod:`purlin.sim.tails`)."""
     w = ctx.w
@@ -226,10 +243,14 @@ def _shape(ins, p: int, ctx: _Context) -> tuple:
     if t is Notify:       # which signal it sets is the waiter's affair: flag_writers
         return (3, tuple((q - p) % w for q in ins.peers), ins.value)
     if t is Wait:
+        if light:
+            return (4, ins.value, len(ins.signals))
         return (4, ins.value, tuple(ctx.flag_writers(p, sig) for sig in ins.signals))
     if t is WaitPackets:
         if ins.src.rank != p:   # a remote window gets no mirrored puts: never periodic
             return (7, object())
+        if light:
+            return (5, ins.nbytes, ins.value)
         lo = ins.src.offset
         return (5, ins.nbytes, ins.value, ctx.window_puts(p, lo, lo + ins.nbytes, ins.value))
     return (6, repr(ins))
@@ -237,12 +258,15 @@ def _shape(ins, p: int, ctx: _Context) -> tuple:
 
 def _programs_periodic(s: Schedule, index: dict, d: int, ctx: _Context) -> bool:
     progs = s.programs
-    for k, p in enumerate(progs):
-        if p.rank < d:
-            continue
-        rk = index.get((p.rank % d, p.cta))
-        if rk is None or ctx.shape_of(rk, progs[rk]) is not ctx.shape_of(k, p):
-            return False
+    # first the second class alone, in light shapes: where ranks differ, they mostly
+    # differ there already (by rank parity, or in notify order), and it costs a fraction
+    for light, last in ((True, 2 * d), (False, s.world)):
+        for k, p in enumerate(progs):
+            if not d <= p.rank < last:
+                continue
+            rk = index.get((p.rank % d, p.cta))
+            if rk is None or ctx.shape_of(rk, progs[rk], light) is not ctx.shape_of(k, p, light):
+                return False
     # every representative CTA has its rotations (no rank lacks a CTA the others have)
     return all((r, p.cta) in index for p in progs if p.rank < d for r in range(p.rank, s.world, d))
 

@@ -51,6 +51,16 @@ def grid(r: Ref) -> int:
     return 16 if off % 16 == 0 else 4 if off % 4 == 0 else 2 if off % 2 == 0 else 1
 
 
+def _on_grid(refs) -> bool:
+    """Whether every Ref of ``refs`` allows 16-byte vectors (``grid(r) == 16``, without a
+    call per Ref: a rack's Reduce has a source per rank)."""
+    for r in refs:
+        off = r.offset
+        if (2 * off if r.buffer == "packets" else off) % VECTOR:
+            return False
+    return True
+
+
 def width(ins) -> tuple[int, int]:
     """(sources' width, destinations' width) of a Copy or Reduce."""
     return min(grid(r) for r in sources(ins)), min(grid(r) for r in ins.dsts)
@@ -90,7 +100,7 @@ def charge(ins, spec: FlowSpec, pre_us: float, cal: Calibration) -> tuple[FlowSp
     if isinstance(ins, PutPackets):   # whole packets from a source on the grid: as ever
         if ins.nbytes % 8 == 0 and grid(ins.src) == VECTOR:
             return spec, pre_us
-    elif ins.nbytes % VECTOR == 0 and all(grid(r) == VECTOR for r in sources(ins) + ins.dsts):
+    elif ins.nbytes % VECTOR == 0 and _on_grid(sources(ins)) and _on_grid(ins.dsts):
         return spec, pre_us
     factor, extra = cost(ins, cal)
     if factor != 1.0:

@@ -40,7 +40,14 @@ class IntervalMap:
         """Set [start, end) to ``value``, splitting what it overlaps."""
         if end <= start:
             return
+        starts, ends = self._starts, self._ends
+        if not ends or start >= ends[-1]:   # past everything stored (writes mostly come in order)
+            starts.append(start); ends.append(end); self._vals.append(value)
+            return
         i = self._first(start)
+        if i < len(starts) and starts[i] == start and ends[i] == end:   # exactly one piece
+            self._vals[i] = value
+            return
         j = i
         new_s, new_e, new_v = [], [], []
         while j < len(self._starts) and self._starts[j] < end:
@@ -73,8 +80,11 @@ class IntervalMap:
 
     def is_empty(self, start: int, end: int) -> bool:
         """Whether no stored piece overlaps [start, end)."""
-        i = self._first(start)
-        return i >= len(self._starts) or self._starts[i] >= end
+        starts = self._starts
+        i = bisect_right(starts, start) - 1
+        if i >= 0 and self._ends[i] > start:
+            return False
+        return i + 1 >= len(starts) or starts[i + 1] >= end
 
     def covers(self, start: int, end: int, value: Any) -> bool:
         """Whether every byte of [start, end) is set and holds ``value`` (== compare).

@@ -123,6 +123,27 @@ class Shadow:
                 self._check_overwrite(k, i, r, *m.piece(x))
             m.replace(i0, j0, [(a, b, (cell, terms, ()))])
 
+    def copy_out(self, k: int, i: int, at: int, dsts: tuple[Ref, ...],
+                 got: list[tuple[int, int, Terms]]) -> None:
+        """:meth:`write` of the pieces ``got`` (as they stand at offset ``at``) to each of
+        ``dsts``, each shifted to its Ref: the same checks, with a deferred output's write
+        (a broadcast's usual store) listed without a call per destination."""
+        deferred, maps, shift = self.deferred, self.maps, self.shift
+        one = got[0] if len(got) == 1 else None
+        for d in dsts:
+            delta = d.offset - at
+            if self.defer and d.buffer == "output":
+                lst = deferred.get(d.rank)
+                if lst is None and (d.rank, "output") not in maps:
+                    lst = deferred[d.rank] = []
+                if lst is not None:
+                    if one is not None:
+                        lst.append((one[0] + delta, one[1] + delta, shift(one[2], delta), k, i))
+                    else:
+                        lst.extend((a + delta, b + delta, shift(t, delta), k, i) for a, b, t in got)
+                    continue
+            self.write(k, i, d, [(a + delta, b + delta, shift(t, delta)) for a, b, t in got])
+
     def _check_overwrite(self, k: int, i: int, r: Ref, x: int, y: int, cell: tuple) -> None:
         writer, _, readers = cell
         at = self.where(k, i)

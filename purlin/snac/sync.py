@@ -271,7 +271,9 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
     counter: dict[tuple[int, int], int] = {}
     value: dict[int, int] = {}
     signals: list[dict[tuple[int, int], int]] = [{} for _ in range(world)]
-    owners: list[list[tuple[int, int]]] = [[] for _ in range(world)]   # rank -> writer of each signal
+    # rank -> per signal, where a rotated rank waits for it: writers from rank+1 on,
+    # wrapping, and by CTA within a rank (so every rank's waits are its peers' rotation)
+    rot_keys: list[list[tuple[int, int]]] = [[] for _ in range(world)]
     waited: dict[tuple[int, int], dict] = {}
     waits: dict[tuple[tuple[int, ...], int], Wait] = {}
     max_value = 1
@@ -296,7 +298,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                         best[sig] = v
             run: list[int] = []   # signals in order; a run of one value is one Wait
             run_v = 0
-            for sig in (_rotated(best, owners[me[0]], me[0], world) if rotate_waits else sorted(best)):
+            for sig in (sorted(best, key=rot_keys[me[0]].__getitem__) if rotate_waits else sorted(best)):
                 v = best[sig]
                 if seen.get(sig, 0) < v:
                     if run and v != run_v:
@@ -341,7 +343,7 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
                     sig = st.get(me)
                     if sig is None:
                         sig = st[me] = len(st)
-                        owners[t].append(me)
+                        rot_keys[t].append(((me[0] - t) % world, me[1]))
                     sigs.append(sig)
                 prog.append(Notify(tuple(targets), tuple(sigs), v))
     programs = tuple(
@@ -349,13 +351,6 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
         for (r, c), ins in sorted(progs.items()) if ins)
     num_signals = max((len(s) for s in signals), default=0)
     return Synced(programs, max(num_signals, 1), max_value + 1)
-
-
-def _rotated(best: dict[int, int], owner: list[tuple[int, int]], rank: int, world: int) -> list[int]:
-    """The signals of ``best`` in the order a rotated rank waits: writers (``owner`` of
-    each signal: rank, CTA) from rank+1 on, wrapping, and by CTA within a rank, so every
-    rank's waits are its peers' rotation."""
-    return sorted(best, key=lambda sig: ((owner[sig][0] - rank) % world, owner[sig][1]))
 
 
 def _wait(waits: dict, sigs: list[int], v: int) -> Wait:

@@ -278,10 +278,7 @@ class _Dynamic:
 
     def _copy(self, k: int, i: int, src: Ref, dsts: tuple[Ref, ...], n: int) -> None:
         sh = self.sh
-        got = sh.read(k, i, src, n)
-        for d in dsts:
-            delta = d.offset - src.offset
-            sh.write(k, i, d, [(a + delta, b + delta, sh.shift(tm, delta)) for a, b, tm in got])
+        sh.copy_out(k, i, src.offset, dsts, sh.read(k, i, src, n))
 
     def _window(self, k: int, i: int, ins: Copy | Reduce) -> None:
         """The start of the call window: every peer whose input or output this touches
@@ -318,13 +315,9 @@ class _Dynamic:
     def _reduce(self, k: int, i: int, ins: Reduce) -> None:
         sh = self.sh
         if all(r.buffer == "input" for r in ins.srcs):   # inputs hold themselves
-            done_in: dict[int, list] = {}
-            for d in ins.dsts:
-                pieces = done_in.get(d.offset)
-                if pieces is None:
-                    terms = sh.intern(tuple((r.rank, r.offset - d.offset) for r in ins.srcs))
-                    pieces = done_in[d.offset] = [(d.offset, d.offset + ins.nbytes, terms)]
-                sh.write(k, i, d, pieces)
+            o = ins.dsts[0].offset   # the sum as seen at the first destination, shifted to each
+            terms = sh.intern(tuple((r.rank, r.offset - o) for r in ins.srcs))
+            sh.copy_out(k, i, o, ins.dsts, [(o, o + ins.nbytes, terms)])
             return
         reads = [sh.read(k, i, r, ins.nbytes) for r in ins.srcs]
         if all(len(g) == 1 for g in reads):

@@ -75,12 +75,19 @@ class Layout:
         return sum(b.nbytes for b in self.ranks[rank])
 
     def placed(self, rank: int) -> tuple[Placed, ...]:
-        """The blocks of ``rank`` with their offsets."""
-        out, offset = [], 0
-        for b in self.ranks[rank]:
-            out.append(Placed(rank, b.name, offset, b.nbytes))
-            offset += b.nbytes
-        return tuple(out)
+        """The blocks of ``rank`` with their offsets (made once per rank: validation and
+        planning ask for every rank several times, and a rack's rank has W blocks)."""
+        cache = self.__dict__.get("_placed")
+        if cache is None:
+            cache = self.__dict__["_placed"] = {}   # not a field: equality and hash ignore it
+        got = cache.get(rank)
+        if got is None:
+            out, offset = [], 0
+            for b in self.ranks[rank]:
+                out.append(Placed(rank, b.name, offset, b.nbytes))
+                offset += b.nbytes
+            got = cache[rank] = tuple(out)
+        return got
 
     def all_placed(self) -> Iterable[Placed]:
         """Every placed block of every rank, rank by rank."""

@@ -3,8 +3,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
+from purlin.sim import fluid
 from purlin.sim.fluid import FluidModel
 
 
@@ -209,3 +210,46 @@ def test_an_unbounded_flow_is_refused_before_any_round():
         fill(idx, w, np.array([np.inf, np.inf]), _CAPS, 6)
     rate, rem = fill(idx, w, np.array([np.inf, 7.0]), _CAPS, 6)   # capped: fine
     assert rate.tolist() == [100.0, 7.0] and rem[0] == 0.0
+
+
+def _batched_run(batches, caps):
+    """Start each batch of flows at once, run every flow to completion; everything the
+    model keeps, step by step."""
+    m = FluidModel(caps)
+    seen = []
+    for batch in batches:
+        for res, cap, nbytes in batch:
+            m.add(res, [1.0] * len(res), cap, nbytes)
+        m.recompute()
+        t = m.next_finish_us()
+        m.advance(t)
+        m.pop_finished()
+        m.recompute()
+        seen.append((t, m.shortcuts, m.rate.tolist(), m.finish.tolist(), list(m._rem), m.bytes_on.tolist()))
+    while m.active_count:
+        m.advance(m.next_finish_us())
+        m.pop_finished()
+        m.recompute()
+        seen.append((m.now_us, m.rate.tolist(), m.finish.tolist(), list(m._rem), m.bytes_on.tolist()))
+    return seen
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
+                                   st.sampled_from([2.0, 5.0, 8.0]), st.sampled_from([50.0, 400.0])),
+                         min_size=1, max_size=40), min_size=1, max_size=4))
+@example([[([0], 2.0, 50.0)] * 20, [([1, 2], 5.0, 400.0)] * 17])        # they end together, unsaturated
+@example([[([3], 5.0, 50.0)] * 20 + [([0, 3], 8.0, 400.0)] * 3])        # ... on a saturated link
+def test_many_flows_at_once_keep_the_books_of_one_at_a_time(batches):
+    """A batch of 16 or more flows is filed (and popped) vectorized: the same rates, finish
+    times, unused capacity and bytes, to the last bit, as the flow-by-flow loop. (Few
+    rates and sizes, so that many flows end together, on saturated resources or not.)"""
+    caps = [100.0, 60.0, 150.0, 40.0, 90.0, 120.0]
+    vectorized = _batched_run(batches, caps)
+    many = fluid._MANY
+    fluid._MANY = 10 ** 9      # every batch one flow at a time
+    try:
+        looped = _batched_run(batches, caps)
+    finally:
+        fluid._MANY = many
+    assert vectorized == looped
