@@ -105,9 +105,10 @@ def test_sim_symmetry_runs_one_schedule_both_ways(name):
         assert s["all_same_time_us"]
 
 
-def test_sim_ab_compares_one_schedule_with_equal_answers():
+@pytest.mark.parametrize("name", ("sim_ab.json", "sim_ab_gc.json"))
+def test_sim_ab_compares_one_schedule_with_equal_answers(name):
     """benchmarks/sim_ab.py: the summary is its rows', and a speed-up changed no answer."""
-    doc = _load("sim_ab.json")
+    doc = _load(name)
     rows = [r for r in doc["rows"] if "error" not in r]
     s = doc["summary"]
     assert s["compared"] == len(rows) >= 1 and s["cases"] == len(doc["rows"])

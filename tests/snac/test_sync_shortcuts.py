@@ -65,3 +65,27 @@ def test_phases_leave_the_collector_as_they_found_it(enabled):
         assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
+
+
+def test_a_phase_leaves_what_it_built_old_and_a_callers_frozen_objects_frozen():
+    """After a paused phase its objects sit in the oldest generation (the young ones are
+    empty, so the next collection does not traverse them); a caller that froze objects
+    (gc.freeze, for fork sharing) finds the same number frozen, and then nothing moves."""
+    c = library.all_reduce(4, 4096)
+    topo = minimal(4)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert gc.get_freeze_count() == 0
+        s = plan(c, topo)
+        young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+        assert young < 50 < len(s.programs) * 4 and gc.get_freeze_count() == 0
+        held = [[i] for i in range(100)]
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(held)
+        plan(c, topo)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        gc.enable() if was else gc.disable()
