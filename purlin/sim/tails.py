@@ -52,11 +52,11 @@ def grid(r: Ref) -> int:
 
 
 def _on_grid(refs) -> bool:
-    """Whether every Ref of ``refs`` allows 16-byte vectors (``grid(r) == 16``, without a
-    call per Ref: a rack's Reduce has a source per rank)."""
+    """Whether every Ref of ``refs`` allows 16-byte vectors (``grid(r) == 16``; asked of
+    :func:`grid` only for packet Refs, not once per Ref: a rack's Reduce has a source per
+    rank)."""
     for r in refs:
-        off = r.offset
-        if (2 * off if r.buffer == "packets" else off) % VECTOR:
+        if (grid(r) != VECTOR) if r.buffer == "packets" else r.offset % VECTOR:
             return False
     return True
 

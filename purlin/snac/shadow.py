@@ -98,36 +98,14 @@ class Shadow:
     def write(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, Terms]]) -> None:
         """Store ``pieces`` (absolute offsets of ``r``'s buffer), checking the old contents
         were not an output's, and that their writer and readers are ordered before."""
-        if r.buffer == "input":
-            raise ScheduleError(f"{self.where(k, i)}: writes into input of rank {r.rank} "
-                                f"(rule: inputs are read-only)")
-        if r.buffer == "output" and self.defer:
-            lst = self.deferred.get(r.rank)
-            if lst is None and (r.rank, "output") not in self.maps:
-                lst = self.deferred[r.rank] = []
-            if lst is not None:
-                if len(pieces) == 1:
-                    a, b, t = pieces[0]
-                    lst.append((a, b, t, k, i))
-                else:
-                    lst.extend((a, b, t, k, i) for a, b, t in pieces)
-                return
-        key = (r.rank, r.buffer)
-        m = self.maps.get(key)
-        if m is None:
-            m = self.maps[key] = IntervalMap()
-        cell = (k, i)
-        for a, b, terms in pieces:
-            i0, j0 = m.cut(a, b)
-            for x in range(i0, j0):
-                self._check_overwrite(k, i, r, *m.piece(x))
-            m.replace(i0, j0, [(a, b, (cell, terms, ()))])
+        self.copy_out(k, i, r.offset, (r,), pieces)
 
     def copy_out(self, k: int, i: int, at: int, dsts: tuple[Ref, ...],
                  got: list[tuple[int, int, Terms]]) -> None:
         """:meth:`write` of the pieces ``got`` (as they stand at offset ``at``) to each of
-        ``dsts``, each shifted to its Ref: the same checks, with a deferred output's write
-        (a broadcast's usual store) listed without a call per destination."""
+        ``dsts``, each shifted to its Ref. A deferred output's write (a broadcast's usual
+        store) is listed here, without a call per destination; the rest go through
+        :meth:`_store`."""
         deferred, maps, shift = self.deferred, self.maps, self.shift
         one = got[0] if len(got) == 1 else None
         for d in dsts:
@@ -142,7 +120,24 @@ class Shadow:
                     else:
                         lst.extend((a + delta, b + delta, shift(t, delta), k, i) for a, b, t in got)
                     continue
-            self.write(k, i, d, [(a + delta, b + delta, shift(t, delta)) for a, b, t in got])
+            self._store(k, i, d, [(a + delta, b + delta, shift(t, delta)) for a, b, t in got])
+
+    def _store(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, Terms]]) -> None:
+        """A write into a shadowed buffer: never an input's, and never over bytes whose
+        writer or readers are not ordered before it."""
+        if r.buffer == "input":
+            raise ScheduleError(f"{self.where(k, i)}: writes into input of rank {r.rank} "
+                                f"(rule: inputs are read-only)")
+        key = (r.rank, r.buffer)
+        m = self.maps.get(key)
+        if m is None:
+            m = self.maps[key] = IntervalMap()
+        cell = (k, i)
+        for a, b, terms in pieces:
+            i0, j0 = m.cut(a, b)
+            for x in range(i0, j0):
+                self._check_overwrite(k, i, r, *m.piece(x))
+            m.replace(i0, j0, [(a, b, (cell, terms, ()))])
 
     def _check_overwrite(self, k: int, i: int, r: Ref, x: int, y: int, cell: tuple) -> None:
         writer, _, readers = cell
