@@ -18,6 +18,16 @@ Run (one device call, about 5 minutes of GPU time):
 
     PYTHONPATH=. python3 benchmarks/gpu_codesign.py
     PYTHONPATH=. python3 benchmarks/gpu_codesign.py --dry-run     # CPU: plan all, estimate
+    PYTHONPATH=. python3 benchmarks/gpu_codesign.py --only-misses --trace 5 --name h200-codesign-misses.json
+
+``--only-misses`` runs again only the cases whose pick was more than 5% off the best in
+the committed results; ``--trace K`` also traces every candidate K times (per-instruction
+GPU timestamps) and keeps the run of median length, so that the simulator's timeline of
+the same schedule can be laid beside it (which instruction the model mis-times).
+``--explain FILE`` (CPU) adds to such a file, per case, the pick's and the measured
+best's graph time, traced span (first instruction to last, median of the K runs) and
+simulated span, and whether the traced spans order the two as the graph times do (the
+model mis-times the kernel body) or not (the difference lies outside one traced call).
 
 ``--dry-run`` plans every candidate here, checks each digest against the table, and prints
 the estimated device time (launch and graph overheads included) without a GPU.
@@ -112,7 +122,7 @@ def estimate_s(all_cases: list[dict], rounds: int, replays: int) -> float:
 
 
 def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, budget_s: float,
-            out_dir, command) -> dict:
+            out_dir, command, name: str = OUT, trace: int = 0) -> dict:
     import cupy as cp
 
     from gpu_common import header, time_graph
@@ -151,13 +161,18 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
                 cand["samples_us"] += time_graph(lambda s=s: world.run(s, ins, outs), calls, replays=replays, warmup=1)
                 cand["calls_per_graph"] = calls
             world.check()
-        for cand, _ in live:
+        for cand, s in live:
             cand["median_us"] = statistics.median(cand["samples_us"])
+            if trace:
+                runs = [world.trace(s, ins, outs) for _ in range(trace)]
+                runs.sort(key=lambda recs: max(r.end_us for r in recs))
+                cand["trace"] = [list(r) for r in runs[len(runs) // 2]]
+                cand["trace_spans_us"] = [max(r.end_us for r in recs) for recs in runs]
         doc["cases"].append(case)
         _report(case)
         doc["elapsed_s"] = time.time() - t0
         doc["summary"] = summarize(doc["cases"])
-        save(OUT, doc, out_dir)              # partial results survive a timeout
+        save(name, doc, out_dir)             # partial results survive a timeout
         del ins, outs
     doc["summary"] = summarize(doc["cases"])
     return doc
@@ -191,6 +206,34 @@ def summarize(done: list[dict]) -> dict:
             "by_case": per_case}
 
 
+def explain(doc: dict) -> dict:
+    """Per traced case: is the pick's loss to the measured best inside the kernel body
+    (the traced spans differ as the graph times do) or outside one traced call?"""
+    from purlin.sim import simulate
+    from purlin.topology import load_topology
+    rows, verdicts = {}, []
+    for case in doc["cases"]:
+        live = [c for c in case["candidates"] if "trace_spans_us" in c and "median_us" in c]
+        if not live or live[0]["label"] != "pick":
+            continue
+        _, scheds = plan_case(case)
+        topo = load_topology("h200-loopback", world=case["world"])
+        by_label = dict(zip([c["label"] for c in case["candidates"]], scheds))
+
+        def row(c):
+            recs = simulate(by_label[c["label"]], topo, "h200", record=True).records
+            return {"label": c["label"], "graph_us": c["median_us"],
+                    "traced_span_us": statistics.median(c["trace_spans_us"]),
+                    "simulated_span_us": max(r[5] for r in recs) - min(r[4] for r in recs),
+                    "predicted_us": c["predicted_us"]}
+        pick, best = row(live[0]), row(min(live, key=lambda c: c["median_us"]))
+        inside = pick["traced_span_us"] - best["traced_span_us"] > 0.1
+        verdicts.append(inside)
+        rows[f"{case['collective']}/W{case['world']}/band{case['band']}"] = {
+            "pick": pick, "best": best, "loss_in_traced_body": inside}
+    return {"cases": rows, "in_body": sum(verdicts), "outside_one_traced_call": len(verdicts) - sum(verdicts)}
+
+
 def _report(case: dict) -> None:
     cells = " ".join(f"{c['label']}={c.get('median_us', float('nan')):.2f}/{c['predicted_us']:.2f}"
                      for c in case["candidates"])
@@ -209,11 +252,26 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--budget-s", type=float, default=290.0, help="stop starting cases after this")
     ap.add_argument("--out", default=None, help="also write the results here (default $OUT)")
     ap.add_argument("--workers", type=int, default=None, help="planning processes (default: all cores)")
+    ap.add_argument("--only-misses", action="store_true",
+                    help=f"only the cases whose pick was > 5%% off the best in benchmarks/results/{OUT}")
+    ap.add_argument("--trace", type=int, default=0, help="trace every candidate this many times")
+    ap.add_argument("--name", default=OUT, help=f"results file name (default {OUT})")
+    ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
     args = ap.parse_args(argv)
+    if args.explain:
+        doc = json.loads((ROOT / "benchmarks" / "results" / args.explain).read_text())
+        doc["explain"] = explain(doc)
+        save(args.explain, doc)
+        print({k: v for k, v in doc["explain"].items() if k != "cases"})
+        return doc
     table = json.loads(TABLE.read_text())
     worlds = [int(w) for w in args.worlds.split(",")]
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
     all_cases = cases(table, worlds, names, args.rivals)
+    if args.only_misses:
+        done = json.loads((ROOT / "benchmarks" / "results" / OUT).read_text())["summary"]["by_case"]
+        all_cases = [c for c in all_cases
+                     if done.get(f"{c['collective']}/W{c['world']}/band{c['band']}", {}).get("pick_over_best", 1) > 1.05]
     command = "python3 benchmarks/gpu_codesign.py " + " ".join(sys.argv[1:] if argv is None else argv)
     t0 = time.time()
     planned = plan_all(all_cases, args.workers)
@@ -226,9 +284,10 @@ def main(argv=None) -> dict | None:
         print(f"# estimated device time: {est:.0f} s of runs and setup, after the planning "
               f"(about {plan_s:.0f} s x {cpu_header()['machine']['cpus']} / the device host's CPUs)")
         return None
-    doc = measure(all_cases, planned, args.rounds, args.replays, args.budget_s - plan_s, args.out, command)
+    doc = measure(all_cases, planned, args.rounds, args.replays, args.budget_s - plan_s, args.out, command,
+                  args.name, args.trace)
     doc["plan_s"] = plan_s
-    path = save(OUT, doc, args.out)
+    path = save(args.name, doc, args.out)
     s = doc["summary"]
     print(f"summary: {s['cases']} cases, pick within 5% of the best in {s['within_5pct_share']:.0%}, "
           f"geomean pick/best {s['geomean_pick_over_best']:.3f} -> {path}")
