@@ -17,9 +17,11 @@ answer the same question when:
   one the entry was made with; equal keys mean the same bytes, and the entry takes the
   new versions;
 - one change torch makes without a version bump: ``x.data = y`` replaces a tensor's
-  storage and shape and keeps its version. So each call also reads every tensor's
-  pointer (what matters most: memory that moved, or was freed); a tensor whose pointer
-  moved has its full key read again as above. What this cannot see is ``x.data = y``
+  storage and shape and keeps its version. So each call also checks every tensor's
+  pointer (what matters most: memory that moved, or was freed), in one call into torch
+  where torch offers it (``torch._C._tensors_data_ptrs_at_indices_equal``, which its CUDA
+  graph trees use for the same check; else one ``data_ptr()`` a tensor); a tensor whose
+  pointer moved has its full key read again as above. What this cannot see is ``x.data = y``
   with ``y`` at the very same pointer but another shape or dtype: rebind by passing
   new tensor objects (docs/gpu.md says so).
 
@@ -27,6 +29,7 @@ Buffers of any other kind, or a None among them, never enter this table.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from operator import attrgetter, methodcaller
 from typing import Any, Callable
@@ -35,6 +38,13 @@ from purlin.backends.gpu.launch import buffer_key
 
 _version = attrgetter("_version")
 _pointer = methodcaller("data_ptr")
+
+
+def _same_pointers() -> Callable[[list, list, list], bool] | None:
+    """torch's own check that tensors still sit at recorded pointers (one call for all),
+    or None where this torch lacks it."""
+    torch = sys.modules.get("torch")
+    return getattr(getattr(torch, "_C", None), "_tensors_data_ptrs_at_indices_equal", None)
 
 
 def _kind(objs: list) -> str | None:
@@ -74,14 +84,18 @@ class ByIdentity:
         if e is None:
             return None
         if e[2] is not None:
-            versions, pointers = tuple(map(_version, objs)), tuple(map(_pointer, objs))
-            then_v, then_p, keys = e[2]
+            then_v, then_p, keys, same, idx = e[2]
+            versions = tuple(map(_version, objs))
+            stayed = same is not None and same(objs, then_p, idx)
+            if stayed and versions == then_v:
+                return e[0]
+            pointers = then_p if stayed else list(map(_pointer, objs))
             if versions != then_v or pointers != then_p:
                 read = self._key
                 for o, v, tv, p, tp, was in zip(objs, versions, then_v, pointers, then_p, keys):
                     if (v != tv or p != tp) and read(o) != was:
                         return None
-                self._table[k] = (e[0], e[1], (versions, pointers, keys))
+                self._table[k] = (e[0], e[1], (versions, pointers, keys, same, idx))
         return e[0]
 
     def put(self, key: Any, objs: list, bound: Any, keys: tuple | None = None) -> bool:
@@ -94,8 +108,9 @@ class ByIdentity:
         k = (key, tuple(map(id, objs)))
         state = None
         if kind == "torch":
-            state = (tuple(map(_version, objs)), tuple(map(_pointer, objs)),
-                     tuple(keys) if keys is not None else tuple(map(self._key, objs)))
+            state = (tuple(map(_version, objs)), list(map(_pointer, objs)),
+                     tuple(keys) if keys is not None else tuple(map(self._key, objs)),
+                     _same_pointers(), list(range(len(objs))))
         old = self._table.get(k)
         if old is not None:   # the same live objects, changed since: new state, same weakrefs
             self._table[k] = (bound, old[1], state)

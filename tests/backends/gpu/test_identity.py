@@ -1,5 +1,7 @@
 """The identity table of bound calls (CPU only): what it finds, and when it must not."""
 import gc
+import sys
+import types
 
 import pytest
 
@@ -48,6 +50,14 @@ def test_an_entry_goes_when_any_of_its_buffers_is_collected():
     assert len(t) == 0                           # so a new object reusing the id never matches
 
 
+def _fake_torch_check(calls):
+    """A stand-in for torch._C._tensors_data_ptrs_at_indices_equal (same contract)."""
+    def same(tensors, ptrs, idx):
+        calls.append(len(idx))
+        return all(tensors[i].data_ptr() == ptrs[i] for i in idx)
+    return types.SimpleNamespace(_C=types.SimpleNamespace(_tensors_data_ptrs_at_indices_equal=same))
+
+
 def test_a_torch_tensor_whose_metadata_changed_misses():
     t = ByIdentity(key=fake_key)
     xs = [FakeTensor(), FakeTensor()]
@@ -60,8 +70,10 @@ def test_a_torch_tensor_whose_metadata_changed_misses():
     assert t.get("k", xs) == "bound2"
 
 
-def test_a_torch_tensor_written_in_place_still_hits_and_rereads_only_what_moved():
-    reads = []
+@pytest.mark.parametrize("one_call", [False, True], ids=["data_ptr each", "torch's one-call check"])
+def test_a_torch_tensor_written_in_place_still_hits_and_rereads_only_what_moved(one_call, monkeypatch):
+    calls, reads = [], []
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch_check(calls) if one_call else types.ModuleType("torch"))
 
     def counting_key(x):
         reads.append(x)
@@ -74,6 +86,7 @@ def test_a_torch_tensor_written_in_place_still_hits_and_rereads_only_what_moved(
     assert t.get("k", xs) == "bound"
     assert reads == [xs[1]]                      # only the tensor whose version moved
     assert t.get("k", xs) == "bound" and reads == [xs[1]]   # the entry took the new version
+    assert calls == ([3, 3] if one_call else [])  # pointers checked in one call each time
 
 
 @pytest.mark.parametrize("objs", [[FakeCupy(), None], [FakeCupy(), FakeTensor()], [object()], []])
@@ -112,9 +125,13 @@ def test_real_torch_metadata_changes_miss_and_data_writes_hit():
     assert x._version == before + 2 and t.get("k", [x]) is None
 
 
-def test_a_torch_tensor_whose_pointer_moved_without_a_version_bump_misses():
+@pytest.mark.parametrize("one_call", [False, True], ids=["data_ptr each", "torch's one-call check"])
+def test_a_torch_tensor_whose_pointer_moved_without_a_version_bump_misses(one_call, monkeypatch):
     """``x.data = y`` keeps x's version (torch 2.11, seen on the GPU machine): the
-    pointer read on every call catches the storage that moved."""
+    pointer check on every call catches the storage that moved, whether torch checks
+    every pointer in one call or the table reads them one by one."""
+    calls = []
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch_check(calls) if one_call else types.ModuleType("torch"))
     t = ByIdentity(key=fake_key)
     xs = [FakeTensor(("a", 4)), FakeTensor(("b", 4))]
     t.put("k", xs, "bound")
@@ -122,6 +139,7 @@ def test_a_torch_tensor_whose_pointer_moved_without_a_version_bump_misses():
     assert t.get("k", xs) is None
     xs[1].meta = ("b", 4)                        # back where it was bound: the same bytes
     assert t.get("k", xs) == "bound"
+    assert calls == ([2, 2] if one_call else [])  # one check of both pointers a call
 
 
 def test_a_set_of_objects_is_worth_an_entry_only_when_it_comes_again():
