@@ -30,7 +30,12 @@ per instruction; ``benchmarks/calibrate_executor.py`` runs them on a GPU and
 - ``push_read``: n bytes pushed as PutPackets of p bytes spread over q CTAs, read back in
   c-byte chunks by one CTA each (a copy, or a reduce with its own input): the shape of a
   latency-regime consumer, against the push size and the pushing CTAs (held out: no fit
-  reads them).
+  reads them);
+- ``fan_in``: m windows of n bytes, one PutPackets each, dealt over q push CTAs; n / c
+  reader CTAs, each reducing its c-byte chunk of every window with its own input: the
+  shape of a latency ReduceScatter consumer, against how many CTAs do the pushes (held
+  out; the 2026-12-05 confirmation measured picks with one put CTA where the best had two
+  0.3-0.8 us slower than the simulator ranks them, inside one call).
 
 Examples
 --------
@@ -47,7 +52,7 @@ import statistics
 from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Schedule, Wait, WaitPackets
 from purlin.spec import Collective, Layout
 
-__all__ = ["CASES", "case_key", "measured", "chain", "copy_dsts", "copy_ops", "ctas", "loaded",
+__all__ = ["CASES", "case_key", "measured", "chain", "copy_dsts", "copy_ops", "ctas", "fan_in", "loaded",
            "notify_ops", "packets", "pkt_reduce", "push_read", "put_ops", "put_pass", "reduce_ctas",
            "reduce_ops", "wait_ops"]
 
@@ -198,6 +203,26 @@ def push_read(n: int, p: int, q: int, c: int, red: bool) -> Schedule:
     return Schedule(spec(2 * n, n), tuple(progs), 0, n, 1, 2)
 
 
+def fan_in(m: int, n: int, q: int, c: int) -> Schedule:
+    """m windows of n bytes, each filled by one PutPackets (of its own n input bytes), the m
+    puts dealt round-robin over q push CTAs (one run each); n / c reader CTAs, each
+    reducing its c-byte chunk of every window with c bytes of its own input, the
+    WaitPackets fused into the Reduce (m packet sources and one plain, as a latency
+    ReduceScatter consumer reads its peers' pushes)."""
+    puts: list[list] = [[] for _ in range(q)]
+    for j in range(m):
+        puts[j % q].append(PutPackets(Ref(0, "input", j * n), Ref(0, "packets", j * n), n, 1))
+    progs = [Program(0, b, "push", tuple(x)) for b, x in enumerate(puts)]
+    for i in range(n // c):
+        wins = tuple(Ref(0, "packets", j * n + i * c) for j in range(m))
+        red = Reduce(wins + (Ref(0, "input", m * n + i * c),), (Ref(0, "output", i * c),), c, "fp32", "add")
+        progs.append(Program(0, q + i, "read", tuple(WaitPackets(w, c, 1) for w in wins) + (red,)))
+    return Schedule(spec((m + 1) * n, n), tuple(progs), 0, m * n, 1, 2)
+
+
+FAN_IN = ([dict(m=7, n=n, q=q, c=512) for n in (1024, 2048) for q in (1, 2, 7)]
+          + [dict(m=3, n=8192, q=q, c=1024) for q in (1, 3)])
+
 PUSH_READ = ([dict(n=64 * KiB, p=p, q=64 * KiB // p, c=2 * KiB, red=red)
               for p in (2 * KiB, 8 * KiB, 16 * KiB, 32 * KiB) for red in (True, False)]
              + [dict(n=16 * KiB, p=p, q=q, c=KiB, red=True) for p in (KiB, 4 * KiB, 16 * KiB) for q in (1, 2)
@@ -240,6 +265,7 @@ CASES = (
     + [("reduce_ctas", dict(c=c, n=n, m=m), reduce_ctas(c, n, m)) for c in (8, 64) for n in (64 * KiB,)
        for m in (2, 8)]
     + [("push_read", d, push_read(**d)) for d in PUSH_READ]
+    + [("fan_in", d, fan_in(**d)) for d in FAN_IN]
 )
 
 
