@@ -45,3 +45,23 @@ def save(name: str, doc: dict, out_dir: Path | str | None = None) -> Path:
 def write(name: str, payload: dict, out_dir: Path | None = None) -> Path:
     """:func:`save` with the :func:`header` (machine, date, command) in front."""
     return save(name, {**header(), **payload}, out_dir)
+
+
+def load(name: str) -> dict:
+    """benchmarks/results/NAME, or a one-line exit naming the file when it is not there."""
+    path = RESULTS / name
+    if not path.is_file():
+        raise SystemExit(f"no results file {path}: give the name of a file under benchmarks/results/")
+    return json.loads(path.read_text())
+
+
+def revise(name: str, key: str, make) -> dict:
+    """Rebuild part ``key`` of results file NAME from the rest of it on the CPU
+    (``make(doc)``), keeping its machine, date and command; the rebuild's own command
+    and date go beside it as ``KEY_by``."""
+    doc = load(name)
+    doc[key] = make(doc)
+    doc[f"{key}_by"] = {k: v for k, v in header().items() if k != "machine"}
+    save(name, doc)
+    return doc
+

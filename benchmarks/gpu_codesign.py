@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import header as cpu_header, save
+from common import header as cpu_header, load, revise, save
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "topologies" / "codesign" / "h200-loopback.json"
@@ -259,9 +259,7 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
     args = ap.parse_args(argv)
     if args.explain:
-        doc = json.loads((ROOT / "benchmarks" / "results" / args.explain).read_text())
-        doc["explain"] = explain(doc)
-        save(args.explain, doc)
+        doc = revise(args.explain, "explain", explain)
         print({k: v for k, v in doc["explain"].items() if k != "cases"})
         return doc
     table = json.loads(TABLE.read_text())
@@ -269,7 +267,7 @@ def main(argv=None) -> dict | None:
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
     all_cases = cases(table, worlds, names, args.rivals)
     if args.only_misses:
-        done = json.loads((ROOT / "benchmarks" / "results" / OUT).read_text())["summary"]["by_case"]
+        done = load(OUT)["summary"]["by_case"]
         all_cases = [c for c in all_cases
                      if done.get(f"{c['collective']}/W{c['world']}/band{c['band']}", {}).get("pick_over_best", 1) > 1.05]
     command = "python3 benchmarks/gpu_codesign.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -23,7 +23,6 @@ Run: python3 benchmarks/gpu_eager.py
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -283,11 +282,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--summarize", metavar="FILE", help="CPU: rebuild FILE's summary from its raw samples")
     args = ap.parse_args(argv)
     if args.summarize:
-        from common import RESULTS, save
-        doc = json.loads((RESULTS / args.summarize).read_text())
-        doc["summary"] = summarize(doc["raw"])
-        save(args.summarize, doc)
-        return doc
+        from common import revise
+        return revise(args.summarize, "summary", lambda doc: summarize(doc["raw"]))
     cp = cupy()
     from purlin.backends.gpu import LoopbackWorld
     from purlin.spec import library

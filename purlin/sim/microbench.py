@@ -191,10 +191,7 @@ def push_read(n: int, p: int, q: int, c: int, red: bool) -> Schedule:
     n / c reader CTAs, each waiting for its c-byte chunk and copying it out (``red``:
     reducing it with c bytes of its own input), the WaitPackets fused into the read as
     the planner's latency consumers are."""
-    puts: list[list] = [[] for _ in range(q)]
-    for j in range(n // p):
-        puts[j % q].append(PutPackets(Ref(0, "input", j * p), Ref(0, "packets", j * p), p, 1))
-    progs = [Program(0, b, "push", tuple(x)) for b, x in enumerate(puts)]
+    progs = _dealt([PutPackets(Ref(0, "input", j * p), Ref(0, "packets", j * p), p, 1) for j in range(n // p)], q)
     for i in range(n // c):
         win = Ref(0, "packets", i * c)
         read = (Reduce((win, Ref(0, "input", n + i * c)), (Ref(0, "output", i * c),), c, "fp32", "add")
@@ -203,16 +200,18 @@ def push_read(n: int, p: int, q: int, c: int, red: bool) -> Schedule:
     return Schedule(spec(2 * n, n), tuple(progs), 0, n, 1, 2)
 
 
+def _dealt(puts: list, q: int) -> list[Program]:
+    """Push programs 0..q-1 of rank 0, put j going to CTA j mod q (one run each)."""
+    return [Program(0, b, "push", tuple(puts[b::q])) for b in range(q)]
+
+
 def fan_in(m: int, n: int, q: int, c: int) -> Schedule:
     """m windows of n bytes, each filled by one PutPackets (of its own n input bytes), the m
     puts dealt round-robin over q push CTAs (one run each); n / c reader CTAs, each
     reducing its c-byte chunk of every window with c bytes of its own input, the
     WaitPackets fused into the Reduce (m packet sources and one plain, as a latency
     ReduceScatter consumer reads its peers' pushes)."""
-    puts: list[list] = [[] for _ in range(q)]
-    for j in range(m):
-        puts[j % q].append(PutPackets(Ref(0, "input", j * n), Ref(0, "packets", j * n), n, 1))
-    progs = [Program(0, b, "push", tuple(x)) for b, x in enumerate(puts)]
+    progs = _dealt([PutPackets(Ref(0, "input", j * n), Ref(0, "packets", j * n), n, 1) for j in range(m)], q)
     for i in range(n // c):
         wins = tuple(Ref(0, "packets", j * n + i * c) for j in range(m))
         red = Reduce(wins + (Ref(0, "input", m * n + i * c),), (Ref(0, "output", i * c),), c, "fp32", "add")
