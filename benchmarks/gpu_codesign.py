@@ -258,6 +258,8 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--name", default=OUT, help=f"results file name (default {OUT})")
     ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
     args = ap.parse_args(argv)
+    if args.trace < 0:
+        ap.error(f"--trace {args.trace}: a count of traced runs, 0 or more")
     if args.explain:
         doc = revise(args.explain, "explain", explain)
         print({k: v for k, v in doc["explain"].items() if k != "cases"})
