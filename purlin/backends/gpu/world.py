@@ -9,8 +9,8 @@ of pre-packed arguments on the caller's stream. Subclasses say where ranks are:
 - :class:`purlin.backends.gpu.ipc.IpcWorld`: one process per rank under torchrun.
 
 Every call is stream-ordered and captures into CUDA graphs: the epoch lives in device
-memory and the last CTA of a call moves it on, so replays need no host work and nothing
-is ever cleared. A Schedule the world did not plan is verified once per digest before
+memory and CTA 0 of a launch moves it on once every CTA has read it, so replays need no
+host work and nothing is ever cleared. A Schedule the world did not plan is verified once per digest before
 its first launch. A Wait that outlives ``timeout_s`` stops the launch and records where;
 :meth:`World.synchronize` (or :meth:`World.check`) raises :class:`purlin.errors.Deadlock`.
 """

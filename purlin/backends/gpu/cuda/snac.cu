@@ -60,7 +60,7 @@ struct Cta {
   int next[PURLIN_THREADS];
   Watch w;
   Env env;
-  u64 base, t_in;
+  u64 base, call, t_in;
   int stop, align, pkt, src_al, dst_al, pc0;
   int first, count, rfirst, ncode, nref;
 };
@@ -81,6 +81,9 @@ __device__ __forceinline__ const i64* ref_at(const Cta& c, const i64* refs, i64 
 }
 
 // ---- decode: the program's records, refs and pointers into shared memory -------------
+// Two round trips to memory before the first instruction: the program's header together
+// with the epoch state, then its records, refs and pointers, each thread issuing all of
+// its loads before it stores any (one loop per array cost a round trip each).
 __device__ __forceinline__ void load_program(Cta& c, const i64* code, const i64* refs, const int* progs,
                                              int prog_first, char* const* ptrs, const PtrArgs& inl, int nptrs,
                                              i64 staging_half,
@@ -88,23 +91,33 @@ __device__ __forceinline__ void load_program(Cta& c, const i64* code, const i64*
                                              i64 plan_id) {
   const int* pr = progs + PROG * (prog_first + blockIdx.x);
   const int first = pr[0], count = pr[1], rfirst = pr[4], rcount = pr[5];
+  u64 call = 0, base = 0, stop = 0;
+  if (threadIdx.x == 0) {
+    base = ld_volatile_u64(&state[1]);
+    call = ld_volatile_u64(&state[0]);
+    stop = ld_volatile_u64(&state[3]);   // an earlier call deadlocked: do nothing
+  }
   const int ncode = count < CACHE_RECS ? count : CACHE_RECS;
   const int nref = rcount < CACHE_REFS ? rcount : CACHE_REFS;
-  const bool ptrs_cached = nptrs <= CACHE_PTRS;
-  for (int k = threadIdx.x; k < ncode * REC; k += blockDim.x) c.code[k] = code[(i64)first * REC + k];
-  for (int k = threadIdx.x; k < nref * 4; k += blockDim.x) c.refs[k] = refs[(i64)rfirst * 4 + k];
-  if (ptrs == nullptr)
-    for (int k = threadIdx.x; k < nptrs; k += blockDim.x) c.ptrs[k] = inl.p[k];
-  else if (ptrs_cached)
-    for (int k = threadIdx.x; k < nptrs; k += blockDim.x) c.ptrs[k] = ptrs[k];
+  const bool ptrs_cached = ptrs == nullptr || nptrs <= CACHE_PTRS;
+  const int nc = ncode * REC, nr = nref * 4, np = ptrs_cached ? nptrs : 0;
+  const int most = nc > nr ? (nc > np ? nc : np) : (nr > np ? nr : np);
+#pragma unroll 2
+  for (int k = threadIdx.x; k < most; k += blockDim.x) {
+    const i64 a = k < nc ? code[(i64)first * REC + k] : 0;
+    const i64 b = k < nr ? refs[(i64)rfirst * 4 + k] : 0;
+    char* p = k < np ? (ptrs == nullptr ? inl.p[k] : ptrs[k]) : nullptr;
+    if (k < nc) c.code[k] = a;
+    if (k < nr) c.refs[k] = b;
+    if (k < np) c.ptrs[k] = p;
+  }
   if (threadIdx.x == 0) {
     c.first = first; c.count = count; c.rfirst = rfirst; c.ncode = ncode; c.nref = nref;
-    c.base = ld_volatile_u64(&state[1]);
-    const int parity = (int)(ld_volatile_u64(&state[0]) & 1ull);
-    c.stop = ld_volatile_u64(&state[3]) != 0ull;   // an earlier call deadlocked: do nothing
-    c.env = Env{ptrs_cached || ptrs == nullptr ? (char* const*)c.ptrs : ptrs, staging_half, packets_half,
-                c.base, parity};
-    c.w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, c.base, plan_id};
+    c.base = base;
+    c.call = call;
+    c.stop = stop != 0ull;
+    c.env = Env{ptrs_cached ? (char* const*)c.ptrs : ptrs, staging_half, packets_half, base, (int)(call & 1ull)};
+    c.w = Watch{&state[3], err, timeout_ns, pr[2], pr[3], 0, base, plan_id};
   }
 }
 
@@ -369,6 +382,7 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
   load_program(c, code, refs, progs, prog_first, ptrs, inl, nptrs, staging_half, packets_half, state, err,
                timeout_ns, plan_id);
   __syncthreads();
+  if (threadIdx.x == 0 && blockIdx.x != 0) atomicAdd((unsigned long long*)&state[2], 1ull);   // read it
   next_pc(c) = 0;
   while (true) {
     const int pc = next_pc(c);
@@ -391,18 +405,22 @@ __device__ void snac_body(const i64* __restrict__ code, const i64* __restrict__ 
       }
     }
   }
-  // the last CTA of the launch to finish moves the epoch on (nothing is ever cleared). No
-  // fences: the counter only finds the last CTA, and the next call reads the new epoch
-  // after this kernel ends, which orders every write (fences here added their round trips
-  // to every call's critical path).
+  // CTA 0 moves the epoch on, once every other CTA of the launch has read it: each counts
+  // itself in (a reduction, no round trip) right after it read the state, so no CTA waits
+  // at its end (an atomic whose old value decided the last CTA cost every CTA a round
+  // trip). Nothing is ever cleared, and no fences: the next call reads the new epoch after
+  // this kernel ends, which orders every write.
   __syncthreads();
-  if (threadIdx.x == 0) {
-    u64 n = atomicAdd((unsigned long long*)&state[2], 1ull);
-    if (n == (u64)gridDim.x - 1) {
-      state[2] = 0;
-      state[1] = c.base + stride;
-      state[0] = state[0] + 1;
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    const u64 others = (u64)gridDim.x - 1;
+    if (others) {
+      const u64 start = globaltimer();
+      while (ld_volatile_u64(&state[2]) < others && globaltimer() - start < timeout_ns) {
+      }
     }
+    state[2] = 0;
+    state[1] = c.base + stride;
+    state[0] = c.call + 1;
   }
 }
 
