@@ -15,6 +15,7 @@ buffer is an :class:`~purlin.snac.intervals.IntervalMap` of cells
 """
 from __future__ import annotations
 
+from operator import itemgetter, lt
 from typing import Callable
 
 from purlin.errors import ScheduleError
@@ -43,6 +44,7 @@ class Shadow:
         self.deferred: dict[int, list[tuple[int, int, Terms, int, int]]] = {}
         self._intern: dict[Terms, Terms] = {}
         self._shifted: dict[tuple[int, int], Terms] = {}
+        self._inputs: dict[int, Terms] = {}   # rank -> its input's own terms, interned
 
     # ---- contents ------------------------------------------------------------------
     def intern(self, terms: Terms) -> Terms:
@@ -65,7 +67,10 @@ class Shadow:
         every piece was written, by an access ordered before this one."""
         lo, hi = r.offset, r.offset + n
         if r.buffer == "input":
-            return [(lo, hi, self.intern(((r.rank, 0),)))]
+            terms = self._inputs.get(r.rank)
+            if terms is None:
+                terms = self._inputs[r.rank] = self.intern(((r.rank, 0),))
+            return [(lo, hi, terms)]
         key = (r.rank, r.buffer)
         if r.buffer == "output" and self.defer and r.rank in self.deferred:
             self._undefer(r.rank)
@@ -106,17 +111,20 @@ class Shadow:
         ``dsts``, each shifted to its Ref. A deferred output's write (a broadcast's usual
         store) is listed here, without a call per destination; the rest go through
         :meth:`_store`."""
-        deferred, maps, shift = self.deferred, self.maps, self.shift
+        deferred, maps, shift, defer = self.deferred, self.maps, self.shift, self.defer
         one = got[0] if len(got) == 1 else None
+        last, moved = None, None   # a broadcast's stores mostly share one shift: found once
         for d in dsts:
             delta = d.offset - at
-            if self.defer and d.buffer == "output":
+            if defer and d.buffer == "output":
                 lst = deferred.get(d.rank)
                 if lst is None and (d.rank, "output") not in maps:
                     lst = deferred[d.rank] = []
                 if lst is not None:
                     if one is not None:
-                        lst.append((one[0] + delta, one[1] + delta, shift(one[2], delta), k, i))
+                        if delta != last:
+                            last, moved = delta, shift(one[2], delta)
+                        lst.append((one[0] + delta, one[1] + delta, moved, k, i))
                     else:
                         lst.extend((a + delta, b + delta, shift(t, delta), k, i) for a, b, t in got)
                     continue
@@ -172,19 +180,20 @@ class Shadow:
                 self._check_overwrite(k, i, Ref(rank, "output", a), *m.piece(x))
             m.replace(i0, j0, [(a, b, ((k, i), terms, ()))])
 
-    def output(self, rank: int) -> IntervalMap:
-        """The contents of ``rank``'s output after the walk (empty if never written).
+    def output(self, rank: int) -> tuple[list[int], list[int], list[Terms]]:
+        """The contents of ``rank``'s output after the walk, as parallel lists (starts,
+        ends, terms) of its written pieces in offset order (empty if never written): the
+        final check walks them once instead of querying a map per block.
 
         Raises :class:`Overlap` if deferred writes overlap."""
         lst = self.deferred.pop(rank, None)
         if lst is None:
-            return self.maps.get((rank, "output"), IntervalMap())
-        lst.sort(key=lambda p: p[0])
-        end = -1
-        for a, b, *_ in lst:
-            if a < end:
-                raise Overlap(rank)
-            end = b
-        m = IntervalMap()
-        m.replace(0, 0, [(a, b, ((k, i), t, ())) for a, b, t, k, i in lst])
-        return m
+            m = self.maps.get((rank, "output"))
+            items = list(m.items()) if m is not None else []
+            return [a for a, _, _ in items], [b for _, b, _ in items], [v[1] for _, _, v in items]
+        lst.sort(key=itemgetter(0))
+        starts = [p[0] for p in lst]
+        ends = [p[1] for p in lst]
+        if any(map(lt, starts[1:], ends)):   # a piece starts before the last ends
+            raise Overlap(rank)
+        return starts, ends, [p[2] for p in lst]

@@ -125,7 +125,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
     for i, op in enumerate(ops):
         me = where[i]
-        dep = deps[i]
+        dep: set[int] = set()   # kept in deps only when not empty (most ops have none)
         for ref in op.srcs:
             if ref.buffer == "input" and inputs_read_only:
                 if ref.rank != op.rank:
@@ -136,30 +136,26 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             w_map = writers.get(key)
             if w_map is None:
                 w_map = writers[key] = IntervalMap()
-            pos = ref.offset
-            for s, e, w in list(w_map.query(ref.offset, ref.offset + op.nbytes)) + [(None, None, None)]:
-                gap_end = s if s is not None else ref.offset + op.nbytes
-                if gap_end > pos:  # bytes nobody wrote in this call
-                    if ref.buffer not in USER:
-                        raise PlanError(f"planner bug: rank {op.rank} cta {op.cta} ({op.role}) reads "
-                                        f"{ref.buffer}[{ref.rank}] bytes {pos}..{gap_end} before any write")
-                    if ref.rank != op.rank:
-                        dep.add(start[ref.rank])
-                if s is None:
-                    break
+            lo, hi = ref.offset, ref.offset + op.nbytes
+            pos = lo
+            for s, e, w in w_map.query(lo, hi):
+                if s > pos:  # bytes nobody wrote in this call
+                    _unwritten(op, ref, pos, s, dep, start)
                 pos = e
                 if ref.buffer not in USER and ops[w].rank != ref.rank:
                     remote_fill[(ops[w].rank, op.rank, op.cta)] = i
                 if where[w] != me:
                     if ref.buffer == "packets" and ops[w].kind == "put":
-                        pdeps[i].append((Ref(ref.rank, "packets", s), e - s, gens[w]))
+                        pdeps[i].append((ref if s == lo else Ref(ref.rank, "packets", s), e - s, gens[w]))
                         orders.add((ops[w].rank, op.rank))
                     else:
                         dep.add(w)
+            if hi > pos:
+                _unwritten(op, ref, pos, hi, dep, start)
             r_map = readers.get(key)
             if r_map is None:
                 r_map = readers[key] = IntervalMap()
-            r_map.update(ref.offset, ref.offset + op.nbytes, lambda v, i=i: (v or ()) + (i,))
+            r_map.append_to(lo, hi, i)
             if ref.rank != op.rank:
                 _touch(last_touch, op, ref, i)
         for ref in op.dsts:
@@ -194,6 +190,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             if ref.rank != op.rank and ref.buffer in USER:
                 last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
         if dep:
+            deps[i] = dep
             to = op.rank
             orders.update({(rank_of[d], to) for d in dep})
     gates = _gate_starts(ops, deps, start, where) if start_at == "gate" else []
@@ -247,6 +244,16 @@ def _write_once(ops: list[Op], buffer: str) -> bool:
     a = a[np.lexsort((a[:, 1], a[:, 0]))]
     same = a[1:, 0] == a[:-1, 0]
     return bool(not (same & (a[1:, 1] < a[:-1, 2])).any())
+
+
+def _unwritten(op: Op, ref: Ref, a: int, b: int, dep: set[int], start: list[int]) -> None:
+    """Bytes a..b that ``op`` reads and nobody wrote in this call: a user buffer's (then a
+    remote one needs its owner's start), else a planner bug."""
+    if ref.buffer not in USER:
+        raise PlanError(f"planner bug: rank {op.rank} cta {op.cta} ({op.role}) reads "
+                        f"{ref.buffer}[{ref.rank}] bytes {a}..{b} before any write")
+    if ref.rank != op.rank:
+        dep.add(start[ref.rank])
 
 
 def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:

@@ -23,7 +23,7 @@ tracked), so the fault reported is the first one in walk order, as the rules abo
 """
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import chain
 
 from purlin.gcpause import paused
@@ -381,27 +381,42 @@ class _Dynamic:
         c = self.s.collective
         sh = self.sh
         ordered = c.is_reduce and self.s.reduction == "rank"
-        maps: dict[int, IntervalMap] = {}
+        pieces: dict[int, tuple[list[int], list[int], list]] = {}
         for p, srcs in output_sources(c):
             if not p.nbytes:
                 continue
-            m = maps.get(p.rank)
-            if m is None:
-                m = maps[p.rank] = sh.output(p.rank)
-            want = sh.intern(tuple((x.rank, x.offset - p.offset) for x in srcs))
-            pos = p.offset
-            for a, b, cell in list(m.query(p.offset, p.offset + p.nbytes)) + [(p.offset + p.nbytes, None, None)]:
-                if a > pos:
-                    raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - p.offset}.."
-                                        f"{a - p.offset} are never written")
-                if b is None:
-                    break
-                got = cell[1]
-                if got is not want and (ordered or sorted(got) != sorted(want)):
-                    raise ScheduleError(f"output rank {p.rank}, block {p.name!r}, bytes {a - p.offset}.."
-                                        f"{b - p.offset}: holds {_describe(got, a)} but the spec needs "
-                                        f"{_describe(want, a)}")
-                pos = b
+            got = pieces.get(p.rank)
+            if got is None:
+                got = pieces[p.rank] = sh.output(p.rank)
+            want = sh.intern(tuple([(x.rank, x.offset - p.offset) for x in srcs]))
+            _check_block(p, got, want, ordered)
+
+
+def _check_block(p, pieces: tuple[list[int], list[int], list], want: tuple, ordered: bool) -> None:
+    """Output block ``p`` is written in full by the pieces (starts, ends, terms) of its
+    rank's output, each holding ``want`` (in any order unless ``ordered``)."""
+    starts, ends, terms = pieces
+    lo, hi = p.offset, p.offset + p.nbytes
+    x = bisect_right(starts, lo) - 1
+    if x < 0 or ends[x] <= lo:
+        x += 1
+    pos, n = lo, len(starts)
+    while x < n and starts[x] < hi:
+        a = starts[x] if starts[x] > lo else lo
+        if a > pos:
+            raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - lo}.."
+                                f"{a - lo} are never written")
+        b = ends[x] if ends[x] < hi else hi
+        got = terms[x]
+        if got is not want and (ordered or sorted(got) != sorted(want)):
+            raise ScheduleError(f"output rank {p.rank}, block {p.name!r}, bytes {a - lo}.."
+                                f"{b - lo}: holds {_describe(got, a)} but the spec needs "
+                                f"{_describe(want, a)}")
+        pos = b
+        x += 1
+    if hi > pos:
+        raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - lo}.."
+                            f"{hi - lo} are never written")
 
 
 def _describe(terms: tuple[tuple[int, int], ...], at: int) -> str:

@@ -71,6 +71,9 @@ def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, i
     ready = deque(range(len(progs)))
     queued = [True] * len(progs)
     waiters: dict = {}   # signal key, or ("p", rank) for packets
+    # program -> how many leading signals of the Wait it blocked at were already set: flags
+    # only rise, so when woken it checks from there (a rack's Waits name 71 flags)
+    resume: dict[int, int] = {}
     flags = state.flags
     tags = state.tags
     while ready:
@@ -87,12 +90,15 @@ def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, i
             t = type(ins)
             if t is Wait:
                 v = base + ins.value
+                sigs = ins.signals
+                j = resume.pop(k) if i == i0 and k in resume else 0
                 blocked = -1
-                for sig in ins.signals:
+                for sig in (sigs[j:] if j else sigs):
                     if flags.get(rkey + sig, 0) < v:
                         blocked = sig
                         break
-                if blocked >= 0:   # woken by that flag, it checks them all again
+                if blocked >= 0:   # woken by that flag, it checks the rest again
+                    resume[k] = sigs.index(blocked, j)   # its first place from j: all set before
                     waiters.setdefault(rkey + blocked, []).append(k)
                     break
             elif t is Notify:

@@ -73,11 +73,21 @@ class Collective:
         return self.op != "copy"
 
     def sources(self) -> dict[str, tuple[Placed, ...]]:
-        """Every input block by name, in rank order (the reduction order)."""
-        found: dict[str, list[Placed]] = {}
-        for p in self.input.all_placed():
-            found.setdefault(p.name, []).append(p)
-        return {k: tuple(v) for k, v in found.items()}
+        """Every input block by name, in rank order (the reduction order). Found once per
+        collective (validation, planning and verifying each ask; at rack scale a pass costs
+        a second); each call gets its own dict."""
+        cache = self.__dict__.get("_sources")
+        if cache is None:
+            found: dict[str, list[Placed]] = {}
+            for p in self.input.all_placed():
+                v = found.get(p.name)
+                if v is None:
+                    found[p.name] = [p]
+                else:
+                    v.append(p)
+            cache = {k: tuple(v) for k, v in found.items()}
+            self.__dict__["_sources"] = cache   # not a field: equality and hash ignore it
+        return dict(cache)
 
     def validate(self, align: int | None = None) -> "Collective":
         """Check every rule; return self so calls chain. Any whole number of elements at
@@ -105,31 +115,53 @@ def validate(c: Collective, align: int | None = None) -> None:
                         f"element size {dt.itemsize} B")
     for side, layout in (("input", c.input), ("output", c.output)):
         for r in range(layout.world):
-            seen: set[str] = set()
-            for p in layout.placed(r):
-                where = f"{c.name}: {side} rank {r}, block {p.name!r}"
-                if not p.name:
-                    raise SpecError(f"{where}: empty block name (rule: blocks are named)")
-                if p.name in seen:
-                    raise SpecError(f"{where}: named twice on one rank (rule: a name appears "
-                                    f"once per rank and buffer)")
-                seen.add(p.name)
-                if not isinstance(p.nbytes, int) or p.nbytes < 0:
-                    raise SpecError(f"{where}: size {p.nbytes!r} must be a non-negative int")
-                if p.nbytes % dt.itemsize:
-                    raise SpecError(f"{where}: size {p.nbytes} B is not a whole number of "
-                                    f"{dt.name} elements ({dt.itemsize} B)")
-                if align is not None and p.nbytes and (p.offset % align or p.nbytes % align):
-                    raise SpecError(f"{where}: offset {p.offset} / size {p.nbytes} B not "
-                                    f"aligned to {align} B (rule: the Atom moves {align}-byte "
-                                    f"vectors)")
+            _check_blocks(c, side, layout.placed(r), dt, align)
+    _check_sources(c)
+
+
+def _check_blocks(c: Collective, side: str, placed: tuple[Placed, ...], dt: DType,
+                  align: int | None) -> None:
+    """One rank's blocks of one side: named once each, whole elements, aligned. The
+    common case (every block fine) costs a few comparisons per block; the message is
+    built only for a broken rule."""
+    seen: set[str] = set()
+    item = dt.itemsize
+    for p in placed:
+        n = p.nbytes
+        if (p.name and p.name not in seen and type(n) is int and n >= 0 and not n % item
+                and (align is None or not n or not (p.offset % align or n % align))):
+            seen.add(p.name)
+            continue
+        where = f"{c.name}: {side} rank {p.rank}, block {p.name!r}"
+        if not p.name:
+            raise SpecError(f"{where}: empty block name (rule: blocks are named)")
+        if p.name in seen:
+            raise SpecError(f"{where}: named twice on one rank (rule: a name appears "
+                            f"once per rank and buffer)")
+        seen.add(p.name)
+        if not isinstance(p.nbytes, int) or p.nbytes < 0:
+            raise SpecError(f"{where}: size {p.nbytes!r} must be a non-negative int")
+        if p.nbytes % dt.itemsize:
+            raise SpecError(f"{where}: size {p.nbytes} B is not a whole number of "
+                            f"{dt.name} elements ({dt.itemsize} B)")
+        if align is not None and p.nbytes and (p.offset % align or p.nbytes % align):
+            raise SpecError(f"{where}: offset {p.offset} / size {p.nbytes} B not "
+                            f"aligned to {align} B (rule: the Atom moves {align}-byte "
+                            f"vectors)")
+
+
+def _check_sources(c: Collective) -> None:
+    """Every output block has its input source(s), one for a copy, of its size."""
     sources = c.sources()
     # one size per name when its sources agree (checked once per name, not per holder)
     uniform = {k: v[0].nbytes for k, v in sources.items() if all(s.nbytes == v[0].nbytes for s in v)}
+    copy = not c.is_reduce
     for q in range(c.world):
         for p in c.output.placed(q):
-            where = f"{c.name}: output rank {q}, block {p.name!r}"
             srcs = sources.get(p.name)
+            if srcs and (len(srcs) == 1 or not copy) and uniform.get(p.name) == p.nbytes:
+                continue   # the common case, without building a message
+            where = f"{c.name}: output rank {q}, block {p.name!r}"
             if not srcs:
                 raise SpecError(f"{where}: no input block named {p.name!r} on any rank "
                                 f"(rule: every output block needs a source)")

@@ -42,3 +42,18 @@ def test_interval_map_matches_a_byte_model(ops):
         assert all(e <= s for (_, e, _), (s, _, _) in zip(pieces, pieces[1:]))
         assert [(s, e) for s, e, _ in m.query(a, b)] == [
             (max(s, a), min(e, b)) for s, e, _ in pieces if s < b and e > a]
+
+
+@given(_OPS)
+def test_append_to_is_update_with_a_tuple_append(ops):
+    """append_to (sync insertion's reader lists) leaves the very pieces update leaves."""
+    fast, slow = IntervalMap(), IntervalMap()
+    for kind, a, b, v in ops:
+        a, b = min(a, b), max(a, b)
+        if kind == "assign":
+            fast.assign(a, b, (v,))
+            slow.assign(a, b, (v,))
+        else:
+            fast.append_to(a, b, v)
+            slow.update(a, b, lambda x, v=v: (x or ()) + (v,))
+        assert list(fast.items()) == list(slow.items())

@@ -346,3 +346,62 @@ def test_the_start_window_follows_a_chain_through_a_third_rank():
         assert _verdict(verify, s) == want
         if not chained:
             assert want and "missing start handshake" in want[1]
+
+
+def _walk_checking_every_flag(s, calls: int) -> list[tuple[int, int]]:
+    """The walker's order, Waits and Notifies only, a woken Wait checking all its flags
+    again (the walker before it resumed at the blocked flag)."""
+    from collections import deque
+    flags, order = {}, []
+    for call in range(calls):
+        base, ptr = call * s.epoch_stride, [0] * len(s.programs)
+        ready, queued, waiters = deque(range(len(s.programs))), [True] * len(s.programs), {}
+        while ready:
+            k = ready.popleft()
+            queued[k] = False
+            prog = s.programs[k]
+            while ptr[k] < len(prog.instrs):
+                ins = prog.instrs[ptr[k]]
+                if type(ins) is Wait:
+                    late = [g for g in ins.signals if flags.get((prog.rank, g), 0) < base + ins.value]
+                    if late:
+                        waiters.setdefault((prog.rank, late[0]), []).append(k)
+                        break
+                elif type(ins) is Notify:
+                    for peer, g in zip(ins.peers, ins.signals):
+                        flags[(peer, g)] = max(flags.get((peer, g), 0), base + ins.value)
+                        for w in waiters.pop((peer, g), []):
+                            if not queued[w]:
+                                queued[w] = True
+                                ready.append(w)
+                order.append((k, ptr[k]))
+                ptr[k] += 1
+    return order
+
+
+@pytest.mark.parametrize("name,world,size", [("all_gather", 72, 1 << 20), ("all_reduce", 72, 1 << 20),
+                                             ("all_reduce", 8, 1 << 16)])
+def test_the_walk_resumes_a_blocked_wait_in_the_old_order(name, world, size):
+    """A Wait blocked on its j-th flag checks from there when woken (flags only rise), and
+    walks in the very order a walk that checks every flag again walks; two calls in a
+    row, so the epochs' values are exercised too."""
+    from purlin.snac.walk import SyncState, bursts, walk
+    from purlin.topology import load_topology, minimal
+    topo = load_topology("gb200-nvl72") if world == 72 else minimal(world)
+    s = plan(library.from_size(name, world, size), topo, Policy(regime="direct"), check=False)
+    state = SyncState()
+    got = [(k, i) for _ in range(2) for k, _, i, _ in walk(s, state)]
+    assert got == _walk_checking_every_flag(s, 2)
+    # the case the shortcut is for: some wide Wait blocks, and is woken, within the call
+    woken = [i0 for k, i0, _ in bursts(s) if type(s.programs[k].instrs[i0]) is Wait
+             and len(s.programs[k].instrs[i0].signals) > 1]
+    assert woken or world < 72
+
+
+def test_signal_lists_are_checked_for_type_and_range():
+    import numpy as np
+
+    from purlin.snac.static import _ints
+    assert _ints((0, 3, 1), 0, 4)
+    for bad in ((), [1], (0, 4), (-1, 2), (1, True), (1.0,), (1, "2"), (np.int64(1),)):
+        assert not _ints(bad, 0, 4), bad
