@@ -220,7 +220,9 @@ def _summary(rows) -> dict:
 def predict(argv=None) -> dict:
     """The simulator's prediction for every measured row (same collective, size and policy
     on hgx-h200-8 cut to the measured GPU count), written beside it as h200x{N}-prediction*.json.
-    Runs on a CPU: ``python benchmarks/multi_gpu.py predict [--results FILE]``."""
+    Runs on a CPU: ``python benchmarks/multi_gpu.py predict [--results FILE] [--calibration FILE]``.
+    ``--calibration`` names a calibration file under benchmarks/results/ (the one of the kernel
+    the run was made with, where the kernel has changed since); default: today's h200."""
     from common import header, save
 
     from purlin.sim import simulate
@@ -229,20 +231,24 @@ def predict(argv=None) -> dict:
     from purlin.topology import load_topology
     ap = argparse.ArgumentParser(prog="multi_gpu.py predict")
     ap.add_argument("--results", default="h200x2-collectives.json")
+    ap.add_argument("--calibration", default=None, help="calibration file under benchmarks/results/")
     args = ap.parse_args(argv)
-    measured = json.loads((Path(__file__).resolve().parent / "results" / args.results).read_text())
+    results = Path(__file__).resolve().parent / "results"
+    cal = "h200" if args.calibration is None else str(results / args.calibration)
+    measured = json.loads((results / args.results).read_text())
     n = measured["world"]
     topo = load_topology("hgx-h200-8", gpus=n)   # hgx-h200-8 with n of its GPUs in use
     rows = []
     for r in measured["rows"]:
         c = library.from_size(r["collective"], n, r["size"], "fp32")
         s = plan(c, topo, Policy.from_dict(r["policy"]), cta_budget=r["policy"]["put_ctas"] + r["policy"]["consumer_ctas"])
-        t = simulate(s, topo, record=False).time_us
+        t = simulate(s, topo, cal, record=False).time_us
         rows.append({"collective": r["collective"], "size": r["size"], "regime": r["policy"]["regime"],
                      "measured_us": r["ours_us"], "predicted_us": t, "error": t / r["ours_us"] - 1})
     errs = [abs(r["error"]) for r in rows]
-    doc = {**header(), "command": "python benchmarks/multi_gpu.py predict --results " + args.results,
+    doc = {**header(), "command": "python benchmarks/multi_gpu.py predict " + " ".join(argv or sys.argv[2:]),
            "measured": args.results, "topology": topo.name, "calibration": "h200 (NVLink parameters: priors)",
+           "calibration_file": args.calibration,
            "rows": rows,
            "summary": {"points": len(rows), "median_abs_err": statistics.median(errs), "max_abs_err": max(errs),
                        "within_15pct": sum(e <= 0.15 for e in errs),

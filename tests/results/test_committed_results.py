@@ -134,18 +134,21 @@ def test_simulator_reproduces_the_executor_microbenchmarks():
     rest = [abs(e) for k, e in errs.items() if k not in gaps]
     assert len(errs) >= 88 and len(gaps) == 1
     assert statistics.median(rest) < 0.05
-    # 2 push/unpack pairs, 30 push/read consumer shapes: whole 8-16 KiB puts copied out,
-    # and runs of puts from fewer CTAs, run 10-12% slower than charged; many small pairs
-    # copied out 5-13% faster (the model has no term for either: docs/simulator.md)
+    # 2 push/unpack pairs, 30 push/read consumer shapes, 8 fan-in shapes: whole 8-16 KiB
+    # puts copied out, and runs of puts from fewer CTAs, run 10-14% slower than charged;
+    # many small pairs copied out 5-14% faster (the model has no term for either:
+    # docs/simulator.md)
     held = validation.held_out(errs)
-    assert len(held) == 32 and max(abs(e) for e in held) < 0.15
+    assert len(held) == 40 and max(abs(e) for e in held) < 0.15
     pkt = [e for (name, p), e in errs.items() if name == "pkt_reduce" and (name, p) not in gaps]
     assert len(pkt) == 11 and max(abs(e) for e in pkt) < 0.10   # m = 1, 3, 4, 7 alone; crowded (fit)
     fit = [e for (name, p), e in errs.items() if name in ("put_ops", "copy_shifted", "put_pass")]
     # put_ops k=32 of 1 KiB: +16% (the kernel's put runs no longer walk their records,
     # 2026-12-04; the per-put cost fit is 0 and the bytes at the packet rate over-charge them)
     assert len(fit) == 16 and max(abs(e) for e in fit) < 0.18
-    assert all(abs(e) < 0.25 for e in gaps.values())   # +20% (two runs: 0.198, 0.204)
+    # +25% since the kernel's start got 0.6 us cheaper (2026-12-05; +20% before, two runs):
+    # the same gap over a shorter call
+    assert all(abs(e) < 0.30 for e in gaps.values())
     committed = load("h200-validation.json")["summary"]["microbenchmarks"]
     assert committed["median_abs_err"] == pytest.approx(statistics.median(rest))
 
@@ -201,10 +204,14 @@ def test_two_gpu_run_and_its_prediction_reproduce():
     assert topo.name == pred["topology"] == "hgx-h200-2of8"
     assert runs["summary"]["all_correct"] and all(r["wrong"] == 0 for r in runs["rows"])
     assert len(runs["rows"]) == len(pred["rows"]) == 99
+    # the run predates the kernel's cheaper start (2026-12-05): predicted with the
+    # calibration of the kernel it ran, kept beside it
+    assert pred["calibration_file"] == "h200-calibration-2026-12-04.json"
+    cal = str(RESULTS / pred["calibration_file"])
     for r, p in list(zip(runs["rows"], pred["rows"]))[::7]:
         c = library.from_size(r["collective"], 2, r["size"], "fp32")
         pol = Policy.from_dict(r["policy"])
         s = plan(c, topo, pol, cta_budget=pol.put_ctas + pol.consumer_ctas)
-        assert simulate(s, topo, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)
+        assert simulate(s, topo, cal, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)
     errs = [abs(p["error"]) for p in pred["rows"]]
     assert pred["summary"]["median_abs_err"] == pytest.approx(statistics.median(errs))

@@ -94,7 +94,8 @@ def test_the_default_now_spreads_a_block_over_the_put_ctas():
     assert (s.policy["regime"], s.policy["put_ctas"], s.policy["consumer_ctas"]) == ("direct", 63, 1)
     assert s.policy["chunk_nbytes"] == 16 << 10 and -(-c.input.nbytes(0) // (16 << 10)) == 57
     _, _, old = _all_gather(64 << 20)
-    assert r.time_us == pytest.approx(106.64, rel=1e-3) and old.time_us / r.time_us > 13
+    # 106.64 us before the refit of 2026-12-05 (the kernel's cheaper start: 0.6 us less launch)
+    assert r.time_us == pytest.approx(105.99, rel=1e-3) and old.time_us / r.time_us > 13
     assert r.busbw_gbps > 600.0
 
 
