@@ -5,7 +5,8 @@ Two steps, so the GPU run stays short and the prediction never sees the measurem
   measure  (GPU)  python benchmarks/validate.py measure --out DIR
            plans each point with the toolkit's default policy on ``h200-loopback`` (W ranks
            on one GPU), runs it with poisoned outputs, checks small sizes against the
-           spec, times it in CUDA graphs, and writes DIR/h200-validation-raw.json.
+           spec, times it in CUDA graphs, and writes h200-validation-raw.json to
+           benchmarks/results/ and to DIR (default $OUT, where the device tool fetches).
   predict  (CPU)  python benchmarks/validate.py predict --raw FILE
            re-plans every point (same policy and CTA budget: the schedule digest must
            match the one that ran), simulates it with the committed calibration, and
@@ -21,7 +22,7 @@ import statistics
 import time
 from pathlib import Path
 
-from common import RESULTS, header, write
+from common import RESULTS, header, save, write
 
 from purlin.sim.validation import microbenchmark_check
 from purlin.spec import library
@@ -63,7 +64,7 @@ def memcpy_gbps(cp, nbytes: int = 1 << 30) -> float:
     return 2 * nbytes / (statistics.median(us) * 1e3)   # bytes read + written, GB/s
 
 
-def measure(out_dir: Path, worlds, sizes, names) -> Path:
+def measure(out_dir: Path | None, worlds, sizes, names) -> Path:
     import cupy as cp
     import numpy as np
     from gpu_common import time_graph
@@ -122,13 +123,10 @@ def measure(out_dir: Path, worlds, sizes, names) -> Path:
     return _save(out_dir, info, memcpy, t_start, rows)
 
 
-def _save(out_dir: Path, info: dict, memcpy: float, t_start: float, rows: list) -> Path:
+def _save(out_dir: Path | None, info: dict, memcpy: float, t_start: float, rows: list) -> Path:
     payload = {**header(), "gpu": info, "memcpy_gbps": memcpy, "dtype": DTYPE,
                "topology": "h200-loopback", "elapsed_s": time.time() - t_start, "points": rows}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "h200-validation-raw.json"
-    path.write_text(json.dumps(payload, indent=1))
-    return path
+    return save("h200-validation-raw.json", payload, out_dir)   # results, and DIR or $OUT too
 
 
 # ---- predict (CPU) --------------------------------------------------------------------
@@ -223,7 +221,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="step", required=True)
     m = sub.add_parser("measure")
-    m.add_argument("--out", type=Path, default=RESULTS)
+    m.add_argument("--out", type=Path, default=None)
     m.add_argument("--worlds", default="2,4,8")
     m.add_argument("--max-size", type=int, default=1 << 30)
     m.add_argument("--collectives", default=",".join(library.PURLIN_SEVEN))
