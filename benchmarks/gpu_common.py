@@ -135,6 +135,9 @@ def before_and_after(script: str | Path, before: str | Path, child_args: list[st
     ``git archive <commit> purlin topologies | tar -x -C DIR``) and once with this tree's,
     each in its own process (its own kernels, compiled from its own source, cached apart);
     each child prints its results as JSON on its last line. Returns {"before": .., "after": ..}."""
+    if before is None or not Path(before).is_dir():
+        raise SystemExit(f"--before {before}: give the directory holding the earlier package "
+                         "(git archive <commit> purlin topologies | tar -x -C DIR)")
     script = Path(script).resolve()
     runs = {}
     for label, tree in (("before", Path(before).resolve()), ("after", script.parents[1])):

@@ -235,6 +235,8 @@ def predict(argv=None) -> dict:
     args = ap.parse_args(argv)
     results = Path(__file__).resolve().parent / "results"
     cal = "h200" if args.calibration is None else str(results / args.calibration)
+    if args.calibration is not None and not Path(cal).is_file():
+        raise SystemExit(f"--calibration {args.calibration}: no such file under {results}")
     measured = json.loads((results / args.results).read_text())
     n = measured["world"]
     topo = load_topology("hgx-h200-8", gpus=n)   # hgx-h200-8 with n of its GPUs in use

@@ -6,6 +6,7 @@ it. Each broken rule raises :class:`SpecError` naming rank, block and rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable
 
 from purlin.errors import SpecError
@@ -73,21 +74,22 @@ class Collective:
         return self.op != "copy"
 
     def sources(self) -> dict[str, tuple[Placed, ...]]:
-        """Every input block by name, in rank order (the reduction order). Found once per
-        collective (validation, planning and verifying each ask; at rack scale a pass costs
-        a second); each call gets its own dict."""
-        cache = self.__dict__.get("_sources")
-        if cache is None:
-            found: dict[str, list[Placed]] = {}
-            for p in self.input.all_placed():
-                v = found.get(p.name)
-                if v is None:
-                    found[p.name] = [p]
-                else:
-                    v.append(p)
-            cache = {k: tuple(v) for k, v in found.items()}
-            self.__dict__["_sources"] = cache   # not a field: equality and hash ignore it
-        return dict(cache)
+        """Every input block by name, in rank order (the reduction order); each call gets
+        its own dict."""
+        return dict(self._sources)
+
+    @cached_property
+    def _sources(self) -> dict[str, tuple[Placed, ...]]:
+        """Found once per collective (validation, planning and verifying each ask; at rack
+        scale a pass costs a second). Not a field: equality and hash ignore it."""
+        found: dict[str, list[Placed]] = {}
+        for p in self.input.all_placed():
+            v = found.get(p.name)
+            if v is None:
+                found[p.name] = [p]
+            else:
+                v.append(p)
+        return {k: tuple(v) for k, v in found.items()}
 
     def validate(self, align: int | None = None) -> "Collective":
         """Check every rule; return self so calls chain. Any whole number of elements at
