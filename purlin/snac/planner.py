@@ -21,7 +21,7 @@ from purlin.snac.policy import ALGORITHMS, MIN_CHUNK, REGIMES, Policy, codesign,
 from purlin.snac.tables import lookup, shipped_lookup
 from purlin.snac.sync import insert_sync
 from purlin.spec.collective import Collective
-from purlin.topology import Topology, is_direct, resolve_topology, ring_order
+from purlin.topology import Topology, is_direct, is_fully_connected, resolve_topology, ring_order
 
 
 def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
@@ -332,6 +332,8 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
 
 def _check_reach(c: Collective, topo: Topology, gs: list[df.Group]) -> None:
     """One-hop algorithms need every pair that exchanges data to reach each other."""
+    if is_fully_connected(topo):   # every pair does (W^2 pairs checked once, not per block)
+        return
     for g in gs:
         for s in g.sources:
             for h in g.holders:

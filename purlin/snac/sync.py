@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     where = [(o.rank, o.cta) for o in ops] + [(r, 0) for r in range(world)] * 2
     spread: dict[tuple[int, int], int] = {}        # fence="cta": (owner, cta) -> end op
     collect: dict[int, int] = {}                  # fence="gather": rank -> its CTA 0's report
-    deps: defaultdict[int, set[int]] = defaultdict(set)       # producers of each op
+    deps: defaultdict[int, set[int] | tuple[int, ...]] = defaultdict(set)   # producers of each op
 
     def end_of(owner: int, toucher: int, cta: int) -> int:
         """The op a touch of ``owner``'s memory by CTA ``cta`` of ``toucher`` precedes."""
@@ -112,7 +113,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     writers: dict[tuple[int, str], IntervalMap] = {}
     readers: dict[tuple[int, str], IntervalMap] = {}
     gens: dict[int, int] = {}
-    last_touch: dict[tuple[int, int, int], tuple[int, bool]] = {}
+    touches = _Touches(world)   # the last op of each CTA to touch each peer's memory
     orders: set[tuple[int, int]] = set()  # (from rank, to rank) with a dependency
     rank_of = [w[0] for w in where]
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
@@ -125,12 +126,14 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
     for i, op in enumerate(ops):
         me = where[i]
+        last, user = touches.row(op.rank, op.cta)
         dep: set[int] = set()   # kept in deps only when not empty (most ops have none)
         for ref in op.srcs:
             if ref.buffer == "input" and inputs_read_only:
                 if ref.rank != op.rank:
                     dep.add(start[ref.rank])
-                    last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+                    last[ref.rank] = i
+                    user[ref.rank] = 1
                 continue
             key = (ref.rank, ref.buffer)
             w_map = writers.get(key)
@@ -157,12 +160,15 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
                 r_map = readers[key] = IntervalMap()
             r_map.append_to(lo, hi, i)
             if ref.rank != op.rank:
-                _touch(last_touch, op, ref, i)
+                last[ref.rank] = i
+                if ref.buffer in USER:
+                    user[ref.rank] = 1
         for ref in op.dsts:
             if outputs_write_once and ref.buffer == "output":
                 if ref.rank != op.rank:
                     dep.add(start[ref.rank])
-                    last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+                    last[ref.rank] = i
+                    user[ref.rank] = 1
                 continue
             key = (ref.rank, ref.buffer)
             lo, hi = ref.offset, ref.offset + op.nbytes
@@ -188,19 +194,25 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             if not fresh_r:
                 r_map.assign(lo, hi, ())
             if ref.rank != op.rank and ref.buffer in USER:
-                last_touch[(op.rank, op.cta, ref.rank)] = (i, True)
+                last[ref.rank] = i
+                user[ref.rank] = 1
         if dep:
-            deps[i] = dep
+            deps[i] = tuple(dep)   # a rack's op waits on ~W starts: a tuple is 1/7 of a set
             to = op.rank
             orders.update({(rank_of[d], to) for d in dep})
     gates = _gate_starts(ops, deps, start, where) if start_at == "gate" else []
     # Fences, so the next-but-one call may reuse scratch and callers may reuse buffers.
-    for (rank, cta, owner), (i, user) in last_touch.items():
-        if user or (rank, owner) not in orders:   # owner must outlast this rank's touches
-            deps[end_of(owner, rank, cta)].add(i)
+    # Collected as lists (a repeat is harmless: _emit keeps the highest value per signal
+    # and the ranks it releases) and stored as tuples, like the ops' own dependencies.
+    fenced: defaultdict[int, list[int]] = defaultdict(list)
+    for rank, cta, owner, i, by_user in touches.items():
+        if by_user or (rank, owner) not in orders:   # owner must outlast this rank's touches
+            fenced[end_of(owner, rank, cta)].append(i)
     for (writer, reader, cta), i in remote_fill.items():
         if (reader, writer) not in orders:        # writer must outlast the owner's reads
-            deps[end_of(writer, reader, cta)].add(i)
+            fenced[end_of(writer, reader, cta)].append(i)
+    for k, got in fenced.items():
+        deps[k] = tuple(set(deps.get(k, ())).union(got))
     # a rank's report goes out before its CTA 0 waits for the peers' reports
     ends = [collect[r] for r in sorted(collect)] + end + [spread[k] for k in sorted(spread)]
     return _emit(ops, world, deps, pdeps, gens, start + gates, ends, dtype, op_name, atom, where,
@@ -217,7 +229,7 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
         ds = deps.get(i)
         if not ds:
             continue
-        got = ds & starts
+        got = starts.intersection(ds)
         if not got:
             continue
         k = ops[i].rank
@@ -225,8 +237,7 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
         if g is None:
             g = gate[k] = len(where)
             where.append((k, 0))
-        ds -= got
-        ds.add(g)
+        deps[i] = tuple(d for d in ds if d not in got) + (g,)
         deps[g] |= got
     return [gate[k] for k in sorted(gate)]
 
@@ -256,23 +267,34 @@ def _unwritten(op: Op, ref: Ref, a: int, b: int, dep: set[int], start: list[int]
         dep.add(start[ref.rank])
 
 
-def _touch(last_touch, op: Op, ref: Ref, i: int) -> None:
-    key = (op.rank, op.cta, ref.rank)
-    prev = last_touch.get(key, (i, False))
-    last_touch[key] = (i, prev[1] or ref.buffer in USER)
+class _Touches:
+    """Per CTA, the last op that touched each peer's memory and whether any of its touches
+    of that peer was a user buffer: a row of W slots per CTA. (A dict keyed by (rank,
+    CTA, peer) held ~130 B an entry: 1.4 GB at 576 ranks, where rows take a tenth.)"""
+
+    def __init__(self, world: int):
+        self.world = world
+        self.rows: dict[tuple[int, int], tuple[list, bytearray]] = {}
+
+    def row(self, rank: int, cta: int) -> tuple[list, bytearray]:
+        got = self.rows.get((rank, cta))
+        if got is None:
+            got = self.rows[(rank, cta)] = ([None] * self.world, bytearray(self.world))
+        return got
+
+    def items(self) -> Iterator[tuple[int, int, int, int, bool]]:
+        """(rank, cta, peer, last op, touched a user buffer) of every touch."""
+        for (rank, cta), (last, user) in self.rows.items():
+            for peer, i in enumerate(last):
+                if i is not None:
+                    yield rank, cta, peer, i, bool(user[peer])
 
 
 def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where,
           rotated: bool, rotate_waits: bool) -> Synced:
     n = len(ops)
-    consumers: dict[int, set[int]] = {}
-    for i, ds in deps.items():
-        for d in ds:
-            c = consumers.get(d)
-            if c is None:
-                consumers[d] = {i}
-            else:
-                c.add(i)
+    released = _released(deps, where, world)
+    ranks_of: dict[int, tuple[int, ...]] = {0: ()}   # a mask of ranks, decoded once
     progs: dict[tuple[int, int], list[Instruction]] = {}
     roles: dict[tuple[int, int], set[str]] = {}
     counter: dict[tuple[int, int], int] = {}
@@ -335,9 +357,12 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
             else:
                 prog.append(PutPackets(op.srcs[0], op.dsts[0], op.nbytes, gens[i]))
                 max_value = max(max_value, gens[i])
-        cs = consumers.get(i)
-        if cs:
-            targets = sorted({where[c][0] for c in cs if where[c] != me})
+        mask = released.get(i, 0)
+        if mask:
+            targets = ranks_of.get(mask)
+            if targets is None:
+                targets = ranks_of[mask] = tuple(r for r in range(world) if mask >> r & 1)
+            targets = list(targets)
             if rotated and len(targets) > 1:
                 targets.sort(key=lambda t, r=me[0]: (t - r) % world)
             if targets:
@@ -358,6 +383,22 @@ def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where
         for (r, c), ins in sorted(progs.items()) if ins)
     num_signals = max((len(s) for s in signals), default=0)
     return Synced(programs, max(num_signals, 1), max_value + 1)
+
+
+def _released(deps, where: list, world: int) -> dict[int, int]:
+    """Per producer op, the ranks of the CTAs (other than its own) that wait for it, as a
+    bit mask: at W ranks an op may release ~W CTAs on every rank, and a set of those op
+    ids per producer held gigabytes at 576 ranks, where the mask is ~W/8 bytes."""
+    bit = [1 << r for r in range(world)]
+    out: dict[int, int] = {}
+    get = out.get
+    for i, ds in deps.items():
+        me = where[i]
+        b = bit[me[0]]
+        for d in ds:
+            if where[d] != me:
+                out[d] = get(d, 0) | b
+    return out
 
 
 def _wait(waits: dict, sigs: list[int], v: int) -> Wait:
