@@ -203,7 +203,9 @@ class _Run:
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
         # flags: key -> [(value, landing time, seq), ...] in the order issued
-        self.flags: dict[int, list[tuple[int, float, int]]] = {}
+        # flag key -> its landings: one (value, time, seq), or a list of them in issue order
+        # (most flags land once a call: a lone tuple saves a list per flag, ~1 GB at 576 ranks)
+        self.flags: dict[int, tuple[int, float, int] | list[tuple[int, float, int]]] = {}
         self.waiters: dict[int, list[tuple[int, _Cta]]] = {}
         self._signal_row: dict[int, list[float]] = {}   # rank -> signal_us to each peer
         self.packets = packets(self.clock, self._wake)
@@ -310,7 +312,9 @@ class _Run:
             seq += 1
             book = book_of.get(key)
             if book is None:
-                book_of[key] = [(value, land, seq)]
+                book_of[key] = (value, land, seq)
+            elif type(book) is tuple:
+                book_of[key] = [book, (value, land, seq)]
             else:
                 book.append((value, land, seq))
             waiting = waiters.get(key)
@@ -328,9 +332,10 @@ class _Run:
         """Whether flag ``key`` is at least ``want`` for CTA ``c`` now; if not, arrange
         for ``c`` to be woken when it is (the caller then yields None)."""
         book = self.flags.get(key)
-        if book is not None and book[-1][0] >= want:
+        if book is not None and (book if type(book) is tuple else book[-1])[0] >= want:
             # values rise in issue order: the first at least ``want`` is the landing
-            _, t, seq = book[0] if book[0][0] >= want else book[bisect_left(book, want, key=_value)]
+            _, t, seq = book if type(book) is tuple else (
+                book[0] if book[0][0] >= want else book[bisect_left(book, want, key=_value)])
             now = self.clock.now
             if t < now or (t == now and seq < c.arr):
                 return True
@@ -381,8 +386,10 @@ class _Run:
                         # the common case inline (the flag's first value already landed
                         # before this CTA looked); :meth:`_flag_ready` decides the rest
                         book = flags_get(rkey + sig)
-                        if book is not None and book[0][0] >= want and (
-                                book[0][1] < clock.now or (book[0][1] == clock.now and book[0][2] < c.arr)):
+                        if book is not None and type(book) is not tuple:
+                            book = book[0]
+                        if book is not None and book[0] >= want and (
+                                book[1] < clock.now or (book[1] == clock.now and book[2] < c.arr)):
                             if check_us and m % sig_batch == 0:
                                 yield check_us
                         elif not self._flag_ready(c, rkey + sig, want):
@@ -510,7 +517,7 @@ class _Run:
         if isinstance(ins, Wait):
             def reached(sig: int) -> int:
                 book = self.flags.get(rank * _KEY + sig)
-                return max(v for v, _, _ in book) if book else 0
+                return 0 if not book else book[0] if type(book) is tuple else max(v for v, _, _ in book)
             sig = next((x for x in ins.signals if reached(x) < ins.value), ins.signals[0])
             writers = [f"rank {p.rank} cta {p.cta} instr {j}"
                        + (" (stuck)" if pcs.get((p.rank, p.cta), -1) >= 0 else "")
