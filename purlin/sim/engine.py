@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import math
 import time
-from bisect import bisect_left
 from collections import Counter, defaultdict
-from operator import itemgetter
 from typing import Any
 
 from purlin.gcpause import paused
@@ -54,6 +52,7 @@ from purlin.sim import tails
 from purlin.sim.calibration import Calibration, load_calibration
 from purlin.sim.clock import Clock
 from purlin.sim.fabric import Fabric, FlowSpec
+from purlin.sim.flagbook import FlagBook
 from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.checks import check_args
 from purlin.sim.packets import (Overlapping, PacketEvents, PacketTimes, fused_positions, put_windows,
@@ -65,8 +64,7 @@ from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, 
 from purlin.topology import Topology
 
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
-_KEY = 1 << 32   # flags are keyed rank * _KEY + signal
-_value = itemgetter(0)   # of a flag's (value, landing time, seq)
+_KEY = 1 << 32   # a blocked CTA waits under rank * _KEY + signal
 
 
 def _notify_records(rec, rank: int, cta: int, instrs: tuple, first: int, end: int,
@@ -202,10 +200,7 @@ class _Run:
         self.packet_crowd_us = {g: cal.packet_crowd_us * math.log2(max(1.0, n / 2))
                                 for g, n in per_gpu.items()}
         self.model = FluidModel(self.fabric.capacities_Bpus, self.fabric.knees)
-        # flags: key -> [(value, landing time, seq), ...] in the order issued
-        # flag key -> its landings: one (value, time, seq), or a list of them in issue order
-        # (most flags land once a call: a lone tuple saves a list per flag, ~1 GB at 576 ranks)
-        self.flags: dict[int, tuple[int, float, int] | list[tuple[int, float, int]]] = {}
+        self.flags = FlagBook(topology.world)   # when each (rank, signal) landed
         self.waiters: dict[int, list[tuple[int, _Cta]]] = {}
         self._signal_row: dict[int, list[float]] = {}   # rank -> signal_us to each peer
         self.packets = packets(self.clock, self._wake)
@@ -303,20 +298,15 @@ class _Run:
         if row is None:
             sig = self.fabric.signal_us
             row = self._signal_row[rank] = [sig(rank, q) for q in range(self.topology.world)]
-        clock, book_of, waiters = self.clock, self.flags, self.waiters
+        clock, add, waiters = self.clock, self.flags.add, self.waiters
         now = clock.now
         seq = clock.seq   # drawn here one per flag (nothing below draws one)
         for k in range(i, j):
-            peer, key, value = flags[k]
+            peer, r, sig, value = flags[k]
             land = now + row[peer]
             seq += 1
-            book = book_of.get(key)
-            if book is None:
-                book_of[key] = (value, land, seq)
-            elif type(book) is tuple:
-                book_of[key] = [book, (value, land, seq)]
-            else:
-                book.append((value, land, seq))
+            add(r, sig, value, land, seq)
+            key = r * _KEY + sig
             waiting = waiters.get(key)
             if waiting:
                 keep = []
@@ -328,20 +318,18 @@ class _Run:
                 waiters[key] = keep
         clock.seq = seq
 
-    def _flag_ready(self, c: _Cta, key: int, want: int) -> bool:
-        """Whether flag ``key`` is at least ``want`` for CTA ``c`` now; if not, arrange
-        for ``c`` to be woken when it is (the caller then yields None)."""
-        book = self.flags.get(key)
-        if book is not None and (book if type(book) is tuple else book[-1])[0] >= want:
-            # values rise in issue order: the first at least ``want`` is the landing
-            _, t, seq = book if type(book) is tuple else (
-                book[0] if book[0][0] >= want else book[bisect_left(book, want, key=_value)])
+    def _flag_ready(self, c: _Cta, rank: int, sig: int, want: int) -> bool:
+        """Whether flag (``rank``, ``sig``) is at least ``want`` for CTA ``c`` now; if
+        not, arrange for ``c`` to be woken when it is (the caller then yields None)."""
+        got = self.flags.landing(rank, sig, want)
+        if got is not None:
+            t, seq = got
             now = self.clock.now
             if t < now or (t == now and seq < c.arr):
                 return True
             self.clock.at_seq(t, seq, self._wake, c)
             return False
-        self.waiters.setdefault(key, []).append((want, c))
+        self.waiters.setdefault(rank * _KEY + sig, []).append((want, c))
         return False
 
     def _put_windows(self) -> set[tuple[int, int, int, int]]:
@@ -356,7 +344,6 @@ class _Run:
         prog = c.prog
         clock, fabric, cal = self.clock, self.fabric, self.cal
         rank, cta = prog.rank, prog.cta
-        rkey = rank * _KEY
         instrs = prog.instrs
         rec = self.records.append if self.record else None
         fused_at = fused_positions(instrs)
@@ -366,7 +353,8 @@ class _Run:
         sig_batch = max(1, int(cal.signal_batch))
         pkt_batch = max(1, int(cal.packet_batch))
         issue_us, check_us = cal.notify_issue_us, cal.wait_check_us
-        flags_get = self.flags.get
+        book = self.flags
+        fval, ftime, fseq = book.value[rank], book.time[rank], book.seq[rank]   # grown in place
         fused: list[tuple] = []   # windows of fused WaitPackets the next read must outlast
         crowded = False           # the crowd's cost is paid (on the CTA's first packet read)
         fused_since = 0.0
@@ -385,14 +373,11 @@ class _Run:
                     for sig in ins.signals:
                         # the common case inline (the flag's first value already landed
                         # before this CTA looked); :meth:`_flag_ready` decides the rest
-                        book = flags_get(rkey + sig)
-                        if book is not None and type(book) is not tuple:
-                            book = book[0]
-                        if book is not None and book[0] >= want and (
-                                book[1] < clock.now or (book[1] == clock.now and book[2] < c.arr)):
+                        if sig < len(fval) and fval[sig] >= want and (
+                                ftime[sig] < clock.now or (ftime[sig] == clock.now and fseq[sig] < c.arr)):
                             if check_us and m % sig_batch == 0:
                                 yield check_us
-                        elif not self._flag_ready(c, rkey + sig, want):
+                        elif not self._flag_ready(c, rank, sig, want):
                             yield None
                         elif check_us and m % sig_batch == 0:
                             yield check_us
@@ -410,10 +395,10 @@ class _Run:
                     i += 1
                 c.pc = first
                 if q is None:
-                    flags = [(peer, peer * _KEY + sig, ins.value) for ins in instrs[first:i]
+                    flags = [(peer, peer, sig, ins.value) for ins in instrs[first:i]
                              for peer, sig in zip(ins.peers, ins.signals)]
                 else:   # each flag stands for the one a rotated writer lands on a representative
-                    flags = [(peer, r * _KEY + sig, ins.value) for x in range(first, i)
+                    flags = [(peer, r, sig, ins.value) for x in range(first, i)
                              for peer, (r, sig) in zip(instrs[x].peers, q.flags[(rank, cta, x)])]
                 starts = [] if rec is None else [clock.now]
                 for b in range(0, len(flags), sig_batch):
@@ -516,8 +501,7 @@ class _Run:
         tail = f" ({len(stuck)} of {len(progs)} CTAs stuck at t={self.clock.now:.3f} us)"
         if isinstance(ins, Wait):
             def reached(sig: int) -> int:
-                book = self.flags.get(rank * _KEY + sig)
-                return 0 if not book else book[0] if type(book) is tuple else max(v for v, _, _ in book)
+                return self.flags.reached(rank, sig)
             sig = next((x for x in ins.signals if reached(x) < ins.value), ins.signals[0])
             writers = [f"rank {p.rank} cta {p.cta} instr {j}"
                        + (" (stuck)" if pcs.get((p.rank, p.cta), -1) >= 0 else "")
