@@ -290,10 +290,13 @@ class FluidModel:
             return
         old = self.speed.take(act)
         idx, w, cap = self.idx.take(act, axis=0), self.w.take(act, axis=0), self.cap.take(act)
-        new = np.isin(act, np.asarray(added, dtype=np.int64))
-        keep = kept_below(idx, w, cap, self.capacity, self._dummy, self.rate[act], new, self._left)
+        mark = np.zeros(self._slots, bool)   # the flows added since (np.isin sorts: slower)
+        mark[added] = True
+        new = mark.take(act)
+        prev = self.rate.take(act)
+        keep = kept_below(idx, w, cap, self.capacity, self._dummy, prev, new, self._left)
         self._left = []
-        rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, self.rate[act])
+        rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, prev)
         self.rate[act] = rate
         rem[self._dummy] = np.inf
         self._rem = rem.tolist()
@@ -366,26 +369,28 @@ class FluidModel:
     def _retime(self, act: np.ndarray, old_speed: np.ndarray) -> None:
         """Set speeds from rates (:meth:`_slow_down`); bring the remaining bytes of every
         flow whose speed changed up to now and file its new finish time."""
-        self._slow_down(act)
-        new = self.speed[act]
-        moved = new != old_speed
-        changed = act[moved]
-        if not len(changed):
+        new = self._slow_down(act)
+        m = (new != old_speed).nonzero()[0]   # take() on positions: faster than masks
+        if not len(m):
             return
+        changed = act.take(m)
         now = self.now_us
-        self.rem_at[changed] -= old_speed[moved] * (now - self.t_at[changed])
+        rem = self.rem_at.take(changed) - old_speed.take(m) * (now - self.t_at.take(changed))
+        self.rem_at[changed] = rem
         self.t_at[changed] = now
         self.version[changed] += 1
         with np.errstate(divide="ignore"):
-            self.finish[changed] = now + self.rem_at[changed] / self.speed[changed]
+            self.finish[changed] = now + rem / new.take(m)
         self._best = None
 
-    def _slow_down(self, act: np.ndarray) -> None:
-        """Effective speeds: fair rates times the soft-saturation factor of the worst
-        resource on each flow's path (all 1 where every knee is 0)."""
+    def _slow_down(self, act: np.ndarray) -> np.ndarray:
+        """Set (and return) the effective speeds of flows ``act``: fair rates times the
+        soft-saturation factor of the worst resource on each flow's path (all 1 where
+        every knee is 0)."""
         if not self._soft:
-            self.speed[act] = self.rate[act]
-            return
+            new = self.rate.take(act)
+            self.speed[act] = new
+            return new
         idx, w, cap = self.idx[act], self.w[act], self.cap[act]
         demand = np.bincount(idx.ravel(), (w * cap[:, None]).ravel(), minlength=len(self.capacity))
         k, h = self.knee, self.capacity
@@ -393,4 +398,6 @@ class FluidModel:
         soft = (k > 0) & (demand > 0) & np.isfinite(demand)
         d, hh, kk = demand[soft], h[soft], k[soft]
         factor[soft] = (d ** -kk + hh ** -kk) ** (-1.0 / kk) / np.minimum(d, hh)
-        self.speed[act] = self.rate[act] * factor[idx].min(axis=1)
+        new = self.rate[act] * factor[idx].min(axis=1)
+        self.speed[act] = new
+        return new

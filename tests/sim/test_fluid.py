@@ -202,6 +202,54 @@ def test_flows_below_the_changed_level_keep_their_rates(flows, data):
     assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
 
 
+@st.composite
+def _shaped(draw):
+    """A random instance in the shapes :func:`fill` treats apart: 1 to 4 path positions,
+    a dummy padding the shorter paths; resources anywhere on a path, or each position with
+    resources of its own (the frozen use is then summed column by column); integral
+    weights (the free weight is updated, not summed again) or fractional ones; caps from a
+    few values (ties with each other and with shares) or none; capacities from a few
+    values, one far above any demand (a dead resource, dropped) and some a flow at its cap
+    fills exactly (dead too, but kept)."""
+    k = draw(st.integers(1, 4))
+    per = draw(st.integers(1, 3))
+    n_res = k * per
+    capacity = np.array(draw(st.lists(st.sampled_from([40.0, 60.0, 90.0, 150.0, 1e6]),
+                                      min_size=n_res, max_size=n_res)) + [np.inf])
+    weights = draw(st.sampled_from([(1.0,), (1.0, 2.0), (0.5, 1.0, 3.0), (1.0, 1 / 3)]))
+    own = draw(st.booleans())
+    n = draw(st.integers(1, 40))
+    idx, w = np.full((n, k), n_res), np.zeros((n, k))
+    for f in range(n):
+        if own:
+            pos = draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=k, unique=True))
+            res = [j * per + draw(st.integers(0, per - 1)) for j in pos]
+        else:
+            res = draw(st.lists(st.integers(0, n_res - 1), min_size=1, max_size=k, unique=True))
+            pos = draw(st.permutations(range(k)))[:len(res)]
+        for j, r in zip(pos, res):
+            idx[f, j], w[f, j] = r, draw(st.sampled_from(weights))
+    cap = np.array(draw(st.lists(st.sampled_from([math.inf, 10.0, 20.0, 40.0, 100 / 3, 45.5]),
+                                 min_size=n, max_size=n)))
+    return idx, w, cap, capacity, n_res
+
+
+@settings(max_examples=300, deadline=None)
+@given(_shaped(), st.data())
+def test_fill_of_any_shape_is_progressive_filling(inst, data):
+    """Solved alone, or with any flows held at their max-min rates (those of the others
+    in the rest are then max-min rates too), fill gives progressive filling's rates."""
+    idx, w, cap, capacity, dummy = inst
+    want, rem0 = progressive(idx, w, cap, capacity, dummy)
+    got, rem = fill(idx, w, cap, capacity, dummy)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
+    assert np.allclose(rem[:dummy], rem0[:dummy], rtol=1e-9, atol=1e-7)
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=len(idx), max_size=len(idx))))
+    got, rem = fill(idx, w, cap, capacity, dummy, keep, np.where(keep, want, np.nan))
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
+    assert np.allclose(rem[:dummy], rem0[:dummy], rtol=1e-9, atol=1e-7)
+
+
 def test_an_unbounded_flow_is_refused_before_any_round():
     """A flow with no cap crossing only unbounded resources has no max-min rate."""
     idx = np.array([[0, 6], [6, 6]])
