@@ -38,6 +38,8 @@ _TIE = 1e-9
 _KEEP_NEAR = 1e-8
 """A resource the free flows cannot fill is still solved for when its share is within
 this fraction of their largest cap (see :func:`_free_columns`)."""
+_WIDE = 8
+"""Paths of more positions than this are solved row by row (:func:`_fill_packed`)."""
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _ONES = {k: int.from_bytes(b"\x01" * k, "little") for k in _WORD}
 _LITTLE = sys.byteorder == "little"
@@ -60,6 +62,8 @@ def fill(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, 
     ([90.0, 10.0], [0.0, 40.0])
     """
     n, k = idx.shape
+    if k > _WIDE:
+        return _fill_packed(idx, w, cap, capacity, dummy, keep, keep_rate)
     r1 = len(capacity)
     rate = np.zeros(n)
     limit = capacity.copy()
@@ -79,6 +83,69 @@ def fill(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, 
             C, W, load = _free_columns(fi, fw, fc, limit, used, dummy)
             rate[F] = _rounds(fi, fw, fc, C, W, load, limit, used, dummy)
     rem = capacity - np.bincount(idx.ravel(), w.ravel() * rate.repeat(k), minlength=r1)
+    return rate, rem
+
+
+def _fill_packed(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray, dummy: int,
+                 keep: np.ndarray | None, keep_rate: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fill` for wide paths, row by row: each flow's live resources packed to the
+    left, as many columns as the most a flow has. A switch reduction's flow crosses every
+    source's link (W + 1 positions at W ranks), and the column form keeps every position
+    any flow has live: at 72 ranks the ReduceScatterV of 64 MiB simulated 1.7x slower
+    that way. The same allocation, bit for bit (the same sums in the same order)."""
+    n = len(idx)
+    r1 = len(capacity)
+    rate = np.zeros(n)
+    limit = capacity.copy()
+    limit[dummy] = np.inf
+    free = np.ones(n, bool)
+    used = np.zeros(r1)
+    if keep is not None and keep.any():
+        kp = np.flatnonzero(keep)
+        kr = keep_rate.take(kp)
+        rate[kp] = kr
+        used = np.bincount(idx.take(kp, axis=0).ravel(), (w.take(kp, axis=0) * kr[:, None]).ravel(), minlength=r1)
+        free = ~keep
+    F = np.flatnonzero(free)
+    fi, fw, fc = idx.take(F, axis=0), w.take(F, axis=0), cap.take(F)
+    # resources the free flows could not fill even at their caps never saturate
+    demand = used + np.bincount(fi.ravel(), (fw * np.minimum(fc, 1e300)[:, None]).ravel(), minlength=r1)
+    live = demand > limit * (1 + 1e-12)
+    live[dummy] = False
+    on = live[fi]
+    width = int(_row_sum(on).max()) if len(F) else 0
+    if width < fi.shape[1] // 2:   # keep only the live columns, packed to the left
+        cols = np.argsort(~on, axis=1, kind="stable")[:, :max(width, 1)]
+        on = np.take_along_axis(on, cols, 1)
+        fi = np.where(on, np.take_along_axis(fi, cols, 1), dummy)
+        fw = np.where(on, np.take_along_axis(fw, cols, 1), 0.0)
+    if len(F) and not np.isfinite(np.minimum(_row_min(limit[fi]), fc)).all():
+        raise ValueError("a flow has neither a finite cap nor a finite resource")
+    loose, tight = 1 + _TIE, 1 - _TIE
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while len(F):
+            flat = fi.ravel()
+            load = np.bincount(flat, fw.ravel(), minlength=r1)
+            share = (limit - used) / load
+            share[dummy] = np.inf
+            at = share.take(fi)
+            path = _row_min(at)
+            best = np.minimum(path, fc)
+            # a resource is a local bottleneck if no free flow through it is held lower
+            held = np.bincount(flat, (best[:, None] < at * tight).ravel(), minlength=r1)
+            notlocal = held != 0
+            notlocal[dummy] = True
+            done = (fc <= path * loose) | ~_row_all(notlocal.take(fi))
+            d = np.flatnonzero(done)   # take() on positions: 3x faster than a mask here
+            x = best.take(d)
+            rate[F.take(d)] = x
+            if len(d) == len(F):
+                break
+            used += np.bincount(fi.take(d, axis=0).ravel(), (fw.take(d, axis=0) * x[:, None]).ravel(),
+                                minlength=r1)
+            r = np.flatnonzero(~done)
+            F, fi, fw, fc = F.take(r), fi.take(r, axis=0), fw.take(r, axis=0), fc.take(r)
+    rem = capacity - np.bincount(idx.ravel(), (w * rate[:, None]).ravel(), minlength=r1)
     return rate, rem
 
 
@@ -242,6 +309,14 @@ def _row_min(a: np.ndarray) -> np.ndarray:
     out = a[:, 0].copy()
     for j in range(1, a.shape[1]):
         np.minimum(out, a[:, j], out=out)
+    return out
+
+
+def _row_all(a: np.ndarray) -> np.ndarray:
+    """``a.all(axis=1)``, a column at a time (see :func:`_row_min`)."""
+    out = a[:, 0].copy()
+    for j in range(1, a.shape[1]):
+        out &= a[:, j]
     return out
 
 

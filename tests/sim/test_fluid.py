@@ -204,14 +204,15 @@ def test_flows_below_the_changed_level_keep_their_rates(flows, data):
 
 @st.composite
 def _shaped(draw):
-    """A random instance in the shapes :func:`fill` treats apart: 1 to 4 path positions,
+    """A random instance in the shapes :func:`fill` treats apart: 1 to 4 path positions
+    (solved by columns) or 9 and 12 (wide, solved row by row),
     a dummy padding the shorter paths; resources anywhere on a path, or each position with
     resources of its own (the frozen use is then summed column by column); integral
     weights (the free weight is updated, not summed again) or fractional ones; caps from a
     few values (ties with each other and with shares) or none; capacities from a few
     values, one far above any demand (a dead resource, dropped) and some a flow at its cap
     fills exactly (dead too, but kept)."""
-    k = draw(st.integers(1, 4))
+    k = draw(st.sampled_from([1, 2, 3, 4, 9, 12]))
     per = draw(st.integers(1, 3))
     n_res = k * per
     capacity = np.array(draw(st.lists(st.sampled_from([40.0, 60.0, 90.0, 150.0, 1e6]),
