@@ -1,9 +1,8 @@
 """When each flag landed: the engine's record of (value, time, seq) per (rank, signal).
 
-A rack's direct plan files millions of flags a call (the 576-rank ReduceScatter of 256 MiB
-about 19 M: every CTA tells every peer's matching CTA it is done) and nearly every flag
-lands once. A dict of tuples cost ~170 B a flag there; here a flag's first landing takes
-three 8-byte slots in per-rank arrays (grown to the highest signal filed), and only a
+A rack's direct plan files W^2 C flags a call (every CTA tells every peer's matching CTA
+it is done) and nearly every flag lands once. A dict of tuples paid a key, a tuple and its
+boxed numbers per flag; here a flag's first landing takes three 8-byte slots in per-rank arrays (grown to the highest signal filed), and only a
 flag that lands again keeps a list, of its later landings. Values are as issued: a flag's
 landings rise in value in issue order (the IR's Notify values rise along a CTA), so the
 first landing at or above a wanted value is found by bisection.

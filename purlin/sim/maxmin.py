@@ -91,7 +91,7 @@ def _fill_packed(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.n
     """:func:`fill` for wide paths, row by row: each flow's live resources packed to the
     left, as many columns as the most a flow has. A switch reduction's flow crosses every
     source's link (W + 1 positions at W ranks), and the column form keeps every position
-    any flow has live: at 72 ranks the ReduceScatterV of 64 MiB simulated 1.7x slower
+    any flow has live: at 72 ranks the ReduceScatterV of 64 MiB simulated markedly slower
     that way. The same allocation, bit for bit (the same sums in the same order)."""
     n = len(idx)
     r1 = len(capacity)

@@ -126,14 +126,14 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
     for i, op in enumerate(ops):
         me = where[i]
-        last, user = touches.row(op.rank, op.cta)
+        last, mark = touches.row(op.rank, op.cta)
         dep: set[int] = set()   # kept in deps only when not empty (most ops have none)
         for ref in op.srcs:
             if ref.buffer == "input" and inputs_read_only:
                 if ref.rank != op.rank:
                     dep.add(start[ref.rank])
                     last[ref.rank] = i
-                    user[ref.rank] = 1
+                    mark[ref.rank] = _USER
                 continue
             key = (ref.rank, ref.buffer)
             w_map = writers.get(key)
@@ -161,14 +161,13 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
             r_map.append_to(lo, hi, i)
             if ref.rank != op.rank:
                 last[ref.rank] = i
-                if ref.buffer in USER:
-                    user[ref.rank] = 1
+                mark[ref.rank] |= _USER if ref.buffer in USER else _TOUCHED
         for ref in op.dsts:
             if outputs_write_once and ref.buffer == "output":
                 if ref.rank != op.rank:
                     dep.add(start[ref.rank])
                     last[ref.rank] = i
-                    user[ref.rank] = 1
+                    mark[ref.rank] = _USER
                 continue
             key = (ref.rank, ref.buffer)
             lo, hi = ref.offset, ref.offset + op.nbytes
@@ -195,9 +194,9 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
                 r_map.assign(lo, hi, ())
             if ref.rank != op.rank and ref.buffer in USER:
                 last[ref.rank] = i
-                user[ref.rank] = 1
+                mark[ref.rank] = _USER
         if dep:
-            deps[i] = tuple(dep)   # a rack's op waits on ~W starts: a tuple is 1/7 of a set
+            deps[i] = tuple(dep)   # a rack's op waits on ~W starts: a tuple is far smaller than a set
             to = op.rank
             orders.update({(rank_of[d], to) for d in dep})
     gates = _gate_starts(ops, deps, start, where) if start_at == "gate" else []
@@ -267,10 +266,14 @@ def _unwritten(op: Op, ref: Ref, a: int, b: int, dep: set[int], start: list[int]
         dep.add(start[ref.rank])
 
 
+_TOUCHED, _USER = 1, 3
+"""A CTA's mark for a peer: touched its memory; touched a user buffer of it (both bits)."""
+
+
 class _Touches:
-    """Per CTA, the last op that touched each peer's memory and whether any of its touches
-    of that peer was a user buffer: a row of W slots per CTA. (A dict keyed by (rank,
-    CTA, peer) held ~130 B an entry: 1.4 GB at 576 ranks, where rows take a tenth.)"""
+    """Per CTA, the last op that touched each peer's memory and a mark of how (a row of W
+    slots per CTA: a dict keyed by (rank, CTA, peer) held an entry per touch, W^2 C of them
+    in a rack's direct plan, each a tuple key and a tuple value)."""
 
     def __init__(self, world: int):
         self.world = world
@@ -283,11 +286,11 @@ class _Touches:
         return got
 
     def items(self) -> Iterator[tuple[int, int, int, int, bool]]:
-        """(rank, cta, peer, last op, touched a user buffer) of every touch."""
-        for (rank, cta), (last, user) in self.rows.items():
-            for peer, i in enumerate(last):
-                if i is not None:
-                    yield rank, cta, peer, i, bool(user[peer])
+        """(rank, cta, peer, last op, touched a user buffer) of every touch; the touched
+        peers of a row found at C speed (a ring's CTA touches one peer of W)."""
+        for (rank, cta), (last, mark) in self.rows.items():
+            for peer in np.flatnonzero(np.frombuffer(mark, np.uint8)).tolist():
+                yield rank, cta, peer, last[peer], mark[peer] == _USER
 
 
 def _emit(ops, world, deps, pdeps, gens, start, end, dtype, op_name, atom, where,
