@@ -15,6 +15,9 @@ Writes benchmarks/results/h200-eager.json. Summary (issue 17's targets beside ea
 - eager_vs_graph_64MiB: each of the seven at W=8, 64 MiB per rank, eager (events around
   10 back-to-back calls) over graph time per call;
 - torch_baseline: the torch-composed AllReduce, eager and host time, 8 KiB and 64 MiB;
+- guards_vs_version_path: a torch call matched by dynamo's TensorGuards and one pointer
+  check, over the same call matched by ids and version counters (a world that keeps no
+  guards, this run): unchanged, inputs written before each call, new tensor objects;
 - deadlock_s: a planted Wait no Notify satisfies, with a 0.5 s watchdog: host seconds
   from the call to ``Deadlock`` raised, and the GPU's own count.
 
@@ -23,6 +26,7 @@ Run: python3 benchmarks/gpu_eager.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -70,20 +74,42 @@ def _merge(parts: list[dict]) -> dict:
     return out
 
 
-def interleaved(calls: dict, written, new_views) -> tuple[dict, dict, dict]:
+def interleaved(calls: dict, written: dict, new_views: dict) -> tuple[dict, dict, dict]:
     """Every host measurement in PASSES interleaved passes of PASS_ROUNDS bursts each, so
     that a slow stretch of the machine (seen at a run's start: the first configuration
-    timed 1.5x its later time) falls on all of them alike, not on whichever came first."""
+    timed 1.5x its later time) falls on all of them alike, not on whichever came first.
+    ``written`` and ``new_views``: name -> measurement (the library's path and its
+    baseline)."""
     host: dict = {k: [] for k in calls}
-    wr, nv = [], []
+    wr: dict = {k: [] for k in written}
+    nv: dict = {k: [] for k in new_views}
     for _ in range(PASSES):
         for k, fn in calls.items():
             host[k].append(host_loop(fn, rounds=PASS_ROUNDS))
-        wr.append(written())
-        nv.append(new_views())
-    w = {"bump_alone": _merge([x["bump_alone"] for x in wr]), "bump_and_call": _merge([x["bump_and_call"] for x in wr])}
-    w["host_us"] = w["bump_and_call"]["host_us"] - w["bump_alone"]["host_us"]
-    return {k: _merge(v) for k, v in host.items()}, w, _merge(nv)
+        for k, fn in written.items():
+            wr[k].append(fn())
+        for k, fn in new_views.items():
+            nv[k].append(fn())
+    out_w = {}
+    for k, parts in wr.items():
+        w = {"bump_alone": _merge([x["bump_alone"] for x in parts]),
+             "bump_and_call": _merge([x["bump_and_call"] for x in parts])}
+        w["host_us"] = w["bump_and_call"]["host_us"] - w["bump_alone"]["host_us"]
+        out_w[k] = w
+    return {k: _merge(v) for k, v in host.items()}, out_w, {k: _merge(v) for k, v in nv.items()}
+
+
+@contextlib.contextmanager
+def version_path():
+    """The table's version path (what a torch without dynamo's TensorGuards gets, and
+    what every torch call took before the guards): the same-run baseline of the guards."""
+    from purlin.backends.gpu import identity
+    was = identity._tensor_guards
+    identity._tensor_guards = lambda: None
+    try:
+        yield
+    finally:
+        identity._tensor_guards = was
 
 
 def host_written(world, xt, ot, n: int = 200, rounds: int = 25) -> dict:
@@ -171,9 +197,24 @@ def small(doc: dict, world, cp, library) -> None:
     finally:
         identity._same_pointers = one_call
     calls["all_reduce_torch_pointers_one_by_one"] = lambda: old.all_reduce(xt, ot)
-    raw["host"], raw["host_torch_written"], raw["host_torch_new_views"] = interleaved(
-        calls, lambda: host_written(world, xt, ot, rounds=PASS_ROUNDS),
-        lambda: host_new_views(world, xt, ot, rounds=PASS_ROUNDS))
+    with version_path():   # a world whose entries carry no guards: the baseline, this run
+        vp = type(world)(W)
+        vp.all_reduce(xt, ot)
+    calls["all_reduce_torch_version_path"] = lambda: vp.all_reduce(xt, ot)
+
+    def on_version_path(fn):
+        def run():
+            with version_path():
+                return fn()
+        return run
+    raw["host"], written, views = interleaved(
+        calls, {"guards": lambda: host_written(world, xt, ot, rounds=PASS_ROUNDS),
+                "version_path": on_version_path(lambda: host_written(vp, xt, ot, rounds=PASS_ROUNDS))},
+        {"guards": lambda: host_new_views(world, xt, ot, rounds=PASS_ROUNDS),
+         "version_path": on_version_path(lambda: host_new_views(vp, xt, ot, rounds=PASS_ROUNDS))})
+    raw["host_torch_written"], raw["host_torch_new_views"] = written["guards"], views["guards"]
+    raw["host_torch_written_version_path"] = written["version_path"]
+    raw["host_torch_new_views_version_path"] = views["version_path"]
     world.synchronize()
     raw["ar8_8KiB"] = {"eager_us": eager_events(lambda: world.all_reduce(xc, oc), 1000),
                        "graph_us": time_graph(lambda: world.all_reduce(xc, oc), calls=128, replays=8),
@@ -238,6 +279,20 @@ def best_pass(samples: list[float]) -> float:
     return min(median(samples[p * k:(p + 1) * k]) for p in range(PASSES))
 
 
+def guards_vs_version_path(raw: dict) -> dict | None:
+    """A torch call's host time with TensorGuards over the version path, this run: an
+    unchanged call, a call after its inputs were written, new tensor objects each call."""
+    if "host_torch_written_version_path" not in raw:
+        return None
+    pairs = {"unchanged": (raw["host"]["all_reduce_torch"]["host_us"],
+                           raw["host"]["all_reduce_torch_version_path"]["host_us"]),
+             "inputs_written": (raw["host_torch_written"]["host_us"],
+                                raw["host_torch_written_version_path"]["host_us"]),
+             "new_views": (raw["host_torch_new_views"]["host_us"],
+                           raw["host_torch_new_views_version_path"]["host_us"])}
+    return {k: {"guards_us": g, "version_path_us": v, "ratio": g / v} for k, (g, v) in pairs.items()}
+
+
 def summarize(raw: dict) -> dict:
     """The summary of a run's raw samples (also rebuilt with --summarize FILE)."""
     ratios = {k: v["ratio"] for k, v in raw["large"].items()}
@@ -251,7 +306,8 @@ def summarize(raw: dict) -> dict:
                                   - best_pass(raw["host_torch_written"]["bump_alone"]["host_us_samples"]),
                               "all_reduce_torch_new_views": best_pass(raw["host_torch_new_views"]["host_us_samples"])},
         "host_us_worst": max(max(v["host_us"] for k, v in raw["host"].items()
-                                 if k not in ("torch_composed_all_reduce", "all_reduce_torch_pointers_one_by_one")),
+                                 if k not in ("torch_composed_all_reduce", "all_reduce_torch_pointers_one_by_one",
+                                              "all_reduce_torch_version_path")),
                              raw["host_torch_written"]["host_us"], raw["host_torch_new_views"]["host_us"]),
         "sustained_wall_us": {k: v["sustained_wall_us"] for k, v in raw["host"].items()},
         "eager_ar8_8KiB_us": median(raw["ar8_8KiB"]["eager_us"]),
@@ -269,6 +325,7 @@ def summarize(raw: dict) -> dict:
             / raw["host"]["all_reduce_torch_pointers_one_by_one"]["host_us"],
             "ratio_best_pass": best_pass(raw["host"]["all_reduce_torch"]["host_us_samples"])
             / best_pass(raw["host"]["all_reduce_torch_pointers_one_by_one"]["host_us_samples"])},
+        "guards_vs_version_path": guards_vs_version_path(raw),
         "deadlock_raised_after_s": raw["deadlock"]["host_s"],
         "targets": {"host_us": "<= 10 (cached call)", "eager_ar8_8KiB_us": "<= 15",
                     "eager_vs_graph_64MiB_worst": "<= 1.05", "deadlock_raised_after_s": "<= timeout + 0.5"},

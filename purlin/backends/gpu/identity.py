@@ -25,18 +25,27 @@ answer the same question when:
   with ``y`` at the very same pointer but another shape or dtype: rebind by passing
   new tensor objects (docs/gpu.md says so).
 
+Where torch has dynamo's ``TensorGuards`` (one C++ call that checks many tensors' type,
+dtype, device, sizes and strides), a torch call is matched without ids or versions at all:
+a guard over its tensors (and the same aliasing among them) plus the one-call pointer check
+is everything the bound call rests on, whoever the tensor objects are. So a loop that writes
+its inputs every step, or hands new tensor objects over the same memory (an eager model's
+fresh outputs), costs what an unchanged call costs, and ``x.data = y`` at the very same
+pointer with another shape misses too. The version path above serves where torch lacks it.
+
 Buffers of any other kind, or a None among them, never enter this table.
 """
 from __future__ import annotations
 
 import sys
 import weakref
-from operator import attrgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller
 from typing import Any, Callable
 
 from purlin.backends.gpu.launch import buffer_key
 
 _version = attrgetter("_version")
+_GUARDS_PER_KEY = 4   # buffer sets a call key alternates between (double buffering and the like)
 _pointer = methodcaller("data_ptr")
 
 
@@ -45,6 +54,54 @@ def _same_pointers() -> Callable[[list, list, list], bool] | None:
     or None where this torch lacks it."""
     torch = sys.modules.get("torch")
     return getattr(getattr(torch, "_C", None), "_tensors_data_ptrs_at_indices_equal", None)
+
+
+def _tensor_guards() -> Callable[..., Any] | None:
+    """dynamo's TensorGuards (a C++ check of many tensors' metadata in one call), or None
+    where this torch lacks it."""
+    guards = getattr(getattr(getattr(sys.modules.get("torch"), "_C", None), "_dynamo", None), "guards", None)
+    return getattr(guards, "TensorGuards", None)
+
+
+class _Guard:
+    """What a torch call's buffers must still be for its bound call: the distinct tensors'
+    metadata (TensorGuards checks the types first, so a None or an array fails there), the
+    same aliasing among them, and the same pointers."""
+
+    __slots__ = ("check", "pick", "dups", "same", "ptrs", "idx")
+
+    def __init__(self, check, pick, dups, same, ptrs: list, idx: list):
+        self.check, self.pick, self.dups, self.same, self.ptrs, self.idx = check, pick, dups, same, ptrs, idx
+
+    @classmethod
+    def of(cls, objs: list, ptrs: list) -> "_Guard | None":
+        make = _tensor_guards()
+        if make is None or not objs:
+            return None
+        first: dict[int, int] = {}
+        uniq, dups = [], []
+        for i, o in enumerate(objs):
+            j = first.setdefault(id(o), i)
+            if j == i:
+                uniq.append(i)
+            else:
+                dups.append((i, j))
+        pick = itemgetter(*uniq) if len(uniq) > 1 else (lambda xs, u=uniq[0]: (xs[u],))
+        try:
+            check = make(*pick(objs), dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        except (TypeError, RuntimeError):   # another torch's signature: the version path serves
+            return None
+        return cls(check, pick, tuple(dups), _same_pointers(), list(ptrs), list(range(len(objs))))
+
+    def holds(self, objs: list) -> bool:
+        if not self.check(*self.pick(objs)):
+            return False
+        for i, j in self.dups:
+            if objs[i] is not objs[j]:
+                return False
+        if self.same is not None:
+            return self.same(objs, self.ptrs, self.idx)
+        return list(map(_pointer, objs)) == self.ptrs
 
 
 def _kind(objs: list) -> str | None:
@@ -64,8 +121,9 @@ def _kind(objs: list) -> str | None:
 class ByIdentity:
     """(call key, buffer objects) -> bound call, at most ``limit`` entries (the oldest go
     first). ``get`` costs one id per buffer, plus a version and a pointer read per
-    torch tensor (and a full ``key`` read of each tensor where either moved). ``key`` is
-    what the world matches buffers by otherwise (:func:`purlin.backends.gpu.launch.buffer_key`)."""
+    torch tensor (and a full ``key`` read of each tensor where either moved); with
+    TensorGuards, a torch call costs two calls into torch instead. ``key`` is what the
+    world matches buffers by otherwise (:func:`purlin.backends.gpu.launch.buffer_key`)."""
 
     def __init__(self, limit: int = 1024, key: Callable[[Any], Any] = buffer_key):
         # entry: (bound, weakrefs, and for torch tensors (versions, pointers, keys) when put)
@@ -73,12 +131,17 @@ class ByIdentity:
         self._limit = limit
         self._key = key
         self._seen: dict[tuple, None] = {}   # id sets met once, no weakrefs (see again)
+        self._guarded: dict[Any, list[tuple[_Guard, Any]]] = {}   # key -> newest first
 
     def __len__(self) -> int:
         return len(self._table)
 
     def get(self, key: Any, objs: list) -> Any | None:
-        """The bound call put under ``key`` for these very objects, with the same keys."""
+        """The bound call put under ``key`` for these very objects, with the same keys
+        (or, with TensorGuards, for any tensors with the same pointers and metadata)."""
+        for g, bound in self._guarded.get(key, ()):
+            if g.holds(objs):
+                return bound
         k = (key, tuple(map(id, objs)))
         e = self._table.get(k)
         if e is None:
@@ -96,6 +159,7 @@ class ByIdentity:
                     if (v != tv or p != tp) and read(o) != was:
                         return None
                 self._table[k] = (e[0], e[1], (versions, pointers, keys, same, idx))
+                self._guard(key, objs, e[0], pointers)   # the same bytes, new metadata
         return e[0]
 
     def put(self, key: Any, objs: list, bound: Any, keys: tuple | None = None) -> bool:
@@ -111,6 +175,7 @@ class ByIdentity:
             state = (tuple(map(_version, objs)), list(map(_pointer, objs)),
                      tuple(keys) if keys is not None else tuple(map(self._key, objs)),
                      _same_pointers(), list(range(len(objs))))
+            self._guard(key, objs, bound, state[1])
         old = self._table.get(k)
         if old is not None:   # the same live objects, changed since: new state, same weakrefs
             self._table[k] = (bound, old[1], state)
@@ -146,6 +211,21 @@ class ByIdentity:
         """Forget every entry (new bindings replace the old ones)."""
         self._table.clear()
         self._seen.clear()
+        self._guarded.clear()
+
+    def _guard(self, key: Any, objs: list, bound: Any, ptrs: list) -> None:
+        """Enter a guard for these tensors (newest first, a few per key), where torch has
+        TensorGuards."""
+        g = _Guard.of(objs, ptrs)
+        if g is None:
+            return
+        got = self._guarded.get(key)
+        if got is None:
+            if len(self._guarded) >= self._limit:
+                self._guarded.pop(next(iter(self._guarded)))
+            got = self._guarded[key] = []
+        got.insert(0, (g, bound))
+        del got[_GUARDS_PER_KEY:]
 
     def _dropper(self, k: tuple) -> Callable[[Any], None]:
         table = self._table

@@ -152,3 +152,82 @@ def test_a_set_of_objects_is_worth_an_entry_only_when_it_comes_again():
     for o in others:                             # only the last 64 sets are remembered
         t.again("k", o)
     assert not t.again("k", ys)
+
+
+class FakeGuards:
+    """Stands for dynamo's TensorGuards: records the tensors' types and ``meta`` (what
+    the real one reads: dtype, device, sizes, strides), ``check`` compares them."""
+
+    def __init__(self, *ts, dynamic_dims_sizes=None, dynamic_dims_strides=None):
+        assert dynamic_dims_sizes is None and dynamic_dims_strides is None
+        self.want = [(type(t), t.meta[1:]) for t in ts]
+
+    def check(self, *ts):
+        return len(ts) == len(self.want) and len({id(t) for t in ts}) == len(ts) and all(
+            type(t) is k and t.meta[1:] == m for t, (k, m) in zip(ts, self.want))
+
+
+def _fake_torch_guards(calls):
+    torch = _fake_torch_check(calls)
+    torch._C._dynamo = types.SimpleNamespace(guards=types.SimpleNamespace(TensorGuards=FakeGuards))
+    return torch
+
+
+def test_with_tensor_guards_new_tensor_objects_over_the_same_memory_hit(monkeypatch):
+    """An eager model hands fresh tensor objects at the same pointers every step, and
+    writes its inputs: with TensorGuards neither costs an id, a version or a key read."""
+    calls, reads = [], []
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch_guards(calls))
+
+    def counting_key(x):
+        reads.append(x)
+        return x.meta
+    t = ByIdentity(key=counting_key)
+    xs = [FakeTensor(("a", 4)), FakeTensor(("b", 4))]
+    t.put("k", xs, "bound", keys=[x.meta for x in xs])
+    fresh = [FakeTensor(("a", 4)), FakeTensor(("b", 4))]
+    fresh[0]._version = 7                        # written: no matter
+    assert t.get("k", fresh) == "bound" and reads == []
+    assert t.get("k", [FakeTensor(("a", 4)), FakeTensor(("c", 4))]) is None    # moved
+    assert t.get("k", [FakeTensor(("a", 8)), FakeTensor(("b", 4))]) is None    # same pointer, resized
+    assert t.get("other", fresh) is None
+    assert calls == [2, 2]                       # pointers read only where the metadata held
+
+
+def test_with_tensor_guards_the_aliasing_must_hold_too(monkeypatch):
+    """An in-place call (the output is the input) is guarded over its distinct tensors,
+    and the same positions must alias again."""
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch_guards([]))
+    t = ByIdentity(key=fake_key)
+    x, y = FakeTensor(("a", 4)), FakeTensor(("b", 4))
+    t.put("k", [x, y, x], "in place")
+    assert t.get("k", [x, y, x]) == "in place"
+    x2 = FakeTensor(("a", 4))
+    assert t.get("k", [x2, y, x2]) == "in place"
+    assert t.get("k", [x, y, FakeTensor(("a", 4))]) is None   # the same memory, but no longer aliased
+    assert t.get("k", [x, y, None]) is None
+
+
+def test_real_torch_guards_follow_the_memory_not_the_objects():
+    """With a torch that has TensorGuards: fresh views of the same memory hit, a view
+    of other memory or shape misses, and ``x.data = y`` at the very same pointer with
+    another shape misses (which the version path could not see)."""
+    torch = pytest.importorskip("torch", reason="torch is an optional extra")
+    from purlin.backends.gpu import identity
+    if identity._tensor_guards() is None:
+        pytest.skip(f"torch {torch.__version__} has no dynamo TensorGuards")
+    base = torch.zeros(16)
+    x, out = base[:8], base[8:]
+    t = ByIdentity()
+    t.put("k", [x, out], "bound")
+    assert t.get("k", [base[:8], base[8:]]) == "bound"
+    x.add_(1)
+    assert t.get("k", [x, out]) == "bound"
+    assert t.get("k", [base[:8], base[7:15]]) is None
+    assert t.get("k", [base[:8].view(2, 4), out]) is None     # another shape, read again: 8 elements
+    assert t.get("k", [base[:8].view(2, 4), out]) is None     # ... which the full key sees alike
+    same_ptr = base[:4]
+    y = base[:8].clone()
+    y.data = same_ptr                            # the same pointer as x, 4 elements
+    assert t.get("k", [y, out]) is None
+    assert t.get("k", [x, out, x]) is None                    # another arity
