@@ -25,6 +25,12 @@ def test_sim_speed_summary_counts_its_points(name):
         if not isinstance(s, dict) or "target_s" not in s:
             continue
         rows = [r for r in doc["points"] if r["topology"] == topo]
+        undefined = {(c, n) for c, n, _ in s.get("undefined", [])}
+        for r in rows if "undefined" in s else ():   # files since 2026-12-05: only a size the
+            # library refuses (SpecError) is left out of the count, and it is named
+            assert ((r["collective"], r["size"]) in undefined) == str(r.get("error", "")).startswith(
+                "purlin.errors.SpecError")
+        rows = [r for r in rows if (r["collective"], r["size"]) not in undefined]
         assert s["points"] == len(rows)
         assert s["within_target"] == sum(r["within_target"] for r in rows)
         done = [r for r in rows if "error" not in r]
