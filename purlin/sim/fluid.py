@@ -22,6 +22,14 @@ is remembered until a flow ends or rates change; so a flow that starts at its ca
 spare capacity (or ends on resources nobody waits for) touches only its own entries, and
 a recompute re-times only the flows whose rates changed.
 
+What a flow's path costs: up to ``maxmin._WIDE`` positions, a row of dense flow x
+position arrays (the solver's column form works on those). Once a wider path comes (a
+reduction over every rank crosses each source's memory and link: 1152 resources at 576
+ranks), every path is kept once in a :class:`~purlin.sim.paths.PathStore` and a flow is
+a pattern id, solved by :mod:`purlin.sim.sparse_fill` to the same bits: thousands of
+such flows are instances of a few hundred paths, and the dense arrays took more memory
+than the schedule.
+
 Units: bytes, microseconds, bytes per microsecond (1 GB/s = 1000 B/us).
 """
 from __future__ import annotations
@@ -30,7 +38,10 @@ from typing import Sequence
 
 import numpy as np
 
+from purlin.sim import maxmin
 from purlin.sim.maxmin import SAT_REL, fill, kept_below
+from purlin.sim.paths import PathStore, Rows
+from purlin.sim.sparse_fill import fill_rows, kept_below_rows
 
 TIME_EPS_US = 1e-9
 """Flows finishing within this many microseconds of each other finish together."""
@@ -48,6 +59,10 @@ class FluidModel:
         Capacity of each resource in bytes per microsecond, indexed 0..R-1.
     knee : sequence of float, optional
         Soft-saturation exponent of each resource (0: a hard limit, the default).
+    shared_paths : bool
+        At the first path wider than ``maxmin._WIDE``, keep every path once, in a
+        :class:`~purlin.sim.paths.PathStore` (False: the dense arrays, the form the store
+        is checked against; the rates are the same to the bit).
 
     Examples
     --------
@@ -62,7 +77,8 @@ class FluidModel:
     20.0
     """
 
-    def __init__(self, capacities_Bpus: Sequence[float], knee: Sequence[float] | None = None) -> None:
+    def __init__(self, capacities_Bpus: Sequence[float], knee: Sequence[float] | None = None,
+                 shared_paths: bool = True) -> None:
         caps = np.asarray(capacities_Bpus, dtype=float)
         if caps.ndim != 1 or (caps <= 0).any() or not np.isfinite(caps).all():
             raise ValueError("capacities must be a 1-D array of finite positive numbers")
@@ -80,6 +96,10 @@ class FluidModel:
         self.bytes_on = np.zeros(len(caps) + 1)  # capacity bytes consumed, per resource
         self.recomputes = 0
         self.shortcuts = 0
+        # once a path wider than maxmin._WIDE comes, flows are pattern ids into a PathStore
+        # (each distinct path stored once) instead of rows of the dense idx/w arrays
+        self._paths: PathStore | None = None
+        self._shared_paths = shared_paths
         self._grow(64, 4)
         self._free: list[int] = list(range(63, -1, -1))
         self._active_count = 0
@@ -98,12 +118,17 @@ class FluidModel:
     def _grow(self, slots: int, fanout: int) -> None:
         old = getattr(self, "_slots", 0)
         oldk = getattr(self, "_fanout", 0)
-        idx = np.full((slots, fanout), self._dummy, dtype=np.int64)
-        w = np.zeros((slots, fanout))
+        if self._paths is None:
+            idx = np.full((slots, fanout), self._dummy, dtype=np.int64)
+            w = np.zeros((slots, fanout))
+            if old:
+                idx[:old, :oldk] = self.idx
+                w[:old, :oldk] = self.w
+            self.idx, self.w = idx, w
+        pid = np.zeros(slots, dtype=np.int64)
         if old:
-            idx[:old, :oldk] = self.idx
-            w[:old, :oldk] = self.w
-        self.idx, self.w = idx, w
+            pid[:old] = self._pid
+        self._pid = pid
         for name in ("rate", "speed", "cap", "nbytes", "rem_at", "t_at", "finish"):
             arr = np.full(slots, np.inf) if name == "finish" else np.zeros(slots)
             if old:
@@ -127,17 +152,29 @@ class FluidModel:
         """
         k = len(resources)
         if k > self._fanout:
-            self._grow(self._slots, max(k, 2 * self._fanout))
+            fanout = max(k, 2 * self._fanout)
+            if self._paths is None and fanout > maxmin._WIDE and self._shared_paths:
+                self._to_paths()
+            if self._paths is None:
+                self._grow(self._slots, fanout)
+            self._fanout = fanout
         if not self._free:
             n = self._slots
             self._grow(2 * n, self._fanout)
             self._free = list(range(2 * n - 1, n - 1, -1))
         s = self._free.pop()
-        self.idx[s, :k] = resources
-        self.idx[s, k:] = self._dummy
-        self.w[s, :k] = weights
-        self.w[s, k:] = 0.0
-        self._res[s] = (tuple(resources), tuple(weights))
+        path = self._res[s] = (tuple(resources), tuple(weights))
+        if self._paths is None:
+            self.idx[s, :k] = resources
+            self.idx[s, k:] = self._dummy
+            self.w[s, :k] = weights
+            self.w[s, k:] = 0.0
+        else:
+            self._pid[s] = self._paths.intern(*path)
+            if self._paths.renumbered is not None:   # it dropped dead paths
+                act = np.flatnonzero(self.active)
+                self._pid[act] = self._paths.renumbered.take(self._pid.take(act))
+                self._paths.renumbered = None
         self.rem_at[s] = nbytes
         self.t_at[s] = self.now_us
         self.nbytes[s] = nbytes
@@ -150,6 +187,18 @@ class FluidModel:
         self._act_cache = None
         self._added.append(s)
         return s
+
+    def _to_paths(self) -> None:
+        """Keep paths in a :class:`PathStore` from now on (the dense arrays of a wide path
+        are as wide as it for every flow, and the solver's temporaries with them)."""
+        self._paths = PathStore()
+        for s in np.flatnonzero(self.active).tolist():
+            self._pid[s] = self._paths.intern(*self._res[s])
+        self.idx = self.w = None
+
+    def _rows(self, slots: np.ndarray) -> Rows:
+        """The paths of flows ``slots`` (in that order)."""
+        return self._paths.rows(self._pid.take(slots))
 
     def rate_of(self, slot: int) -> float:
         """Current rate of a flow in bytes per microsecond."""
@@ -202,6 +251,8 @@ class FluidModel:
         # follows, which sets the unused capacity anew); one leaving only unsaturated
         # ones bottlenecked nobody: its capacity just comes back
         leaves_saturated = (self._leave_many if len(done) >= _MANY else self._leave)(done, d)
+        if self._paths is not None:
+            self._paths.release(self._pid.take(d))
         self.active[d] = False
         self.rate[d] = self.speed[d] = 0.0
         self.finish[d] = np.inf
@@ -241,14 +292,22 @@ class FluidModel:
         (np.add.at is unbuffered and sequential), bit for bit. Once a flow has left a
         saturated resource the loop stops giving capacity back, and the full recompute
         that follows sets all of it anew: so here none is given back then."""
-        idx, w = self.idx[d], self.w[d]
-        np.add.at(self.bytes_on, idx.ravel(), (w * self.nbytes[d][:, None]).ravel())
-        hit = np.asarray(self._sat)[idx].any(axis=1)
+        if self._paths is not None:
+            rows = self._rows(d)
+            rows.add_at(self.bytes_on, self.nbytes[d])
+            hit = rows.seg_any(np.asarray(self._sat)).take(rows.pid)
+        else:
+            idx, w = self.idx[d], self.w[d]
+            np.add.at(self.bytes_on, idx.ravel(), (w * self.nbytes[d][:, None]).ravel())
+            hit = np.asarray(self._sat)[idx].any(axis=1)
         if hit.any():
             self._left.extend(self.rate[d[hit]].tolist())
             return True
         rem = np.asarray(self._rem)
-        np.add.at(rem, idx.ravel(), (w * self.rate[d][:, None]).ravel())
+        if self._paths is not None:
+            rows.add_at(rem, self.rate[d])
+        else:
+            np.add.at(rem, idx.ravel(), (w * self.rate[d][:, None]).ravel())
         rem[self._dummy] = np.inf
         self._rem = rem.tolist()
         return False
@@ -289,14 +348,20 @@ class FluidModel:
                 self._retime(act, self.speed[act].copy())
             return
         old = self.speed.take(act)
-        idx, w, cap = self.idx.take(act, axis=0), self.w.take(act, axis=0), self.cap.take(act)
+        cap = self.cap.take(act)
         mark = np.zeros(self._slots, bool)   # the flows added since (np.isin sorts: slower)
         mark[added] = True
         new = mark.take(act)
         prev = self.rate.take(act)
-        keep = kept_below(idx, w, cap, self.capacity, self._dummy, prev, new, self._left)
+        if self._paths is not None:
+            rows = self._rows(act)
+            keep = kept_below_rows(rows, cap, self.capacity, self._dummy, prev, new, self._left)
+            rate, rem = fill_rows(rows, cap, self.capacity, self._dummy, self._fanout, keep, prev)
+        else:
+            idx, w = self.idx.take(act, axis=0), self.w.take(act, axis=0)
+            keep = kept_below(idx, w, cap, self.capacity, self._dummy, prev, new, self._left)
+            rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, prev)
         self._left = []
-        rate, rem = fill(idx, w, cap, self.capacity, self._dummy, keep, prev)
         self.rate[act] = rate
         rem[self._dummy] = np.inf
         self._rem = rem.tolist()
@@ -344,10 +409,15 @@ class FluidModel:
         caps = self.cap[sl]
         if np.isinf(caps).any():
             return False
-        idx = self.idx[sl]
-        need = np.bincount(idx.ravel(), (self.w[sl] * caps[:, None]).ravel(), minlength=len(self.capacity))
-        touched = np.unique(idx)
-        touched = touched[touched != self._dummy]
+        if self._paths is not None:
+            rows = self._rows(sl)
+            need = rows.sums(len(self.capacity), caps)
+            touched = rows.resources()
+        else:
+            idx = self.idx[sl]
+            need = np.bincount(idx.ravel(), (self.w[sl] * caps[:, None]).ravel(), minlength=len(self.capacity))
+            touched = np.unique(idx)
+            touched = touched[touched != self._dummy]
         rem = np.asarray(self._rem)
         left = rem[touched] - need[touched]
         if (left <= np.asarray(self._tol_list)[touched]).any():
@@ -391,13 +461,24 @@ class FluidModel:
             new = self.rate.take(act)
             self.speed[act] = new
             return new
-        idx, w, cap = self.idx[act], self.w[act], self.cap[act]
-        demand = np.bincount(idx.ravel(), (w * cap[:, None]).ravel(), minlength=len(self.capacity))
+        cap = self.cap[act]
+        if self._paths is not None:
+            rows = self._rows(act)
+            demand = rows.sums(len(self.capacity), cap)
+        else:
+            idx, w = self.idx[act], self.w[act]
+            demand = np.bincount(idx.ravel(), (w * cap[:, None]).ravel(), minlength=len(self.capacity))
         k, h = self.knee, self.capacity
         factor = np.ones(len(h))
         soft = (k > 0) & (demand > 0) & np.isfinite(demand)
         d, hh, kk = demand[soft], h[soft], k[soft]
         factor[soft] = (d ** -kk + hh ** -kk) ** (-1.0 / kk) / np.minimum(d, hh)
-        new = self.rate[act] * factor[idx].min(axis=1)
+        if self._paths is not None:   # a row shorter than the dense width had dummies (factor 1)
+            low = rows.seg_min(factor)
+            short = rows.plen < self._fanout
+            low[short] = np.minimum(low[short], 1.0)
+            new = self.rate[act] * low.take(rows.pid)
+        else:
+            new = self.rate[act] * factor[idx].min(axis=1)
         self.speed[act] = new
         return new

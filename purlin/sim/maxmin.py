@@ -39,7 +39,9 @@ _KEEP_NEAR = 1e-8
 """A resource the free flows cannot fill is still solved for when its share is within
 this fraction of their largest cap (see :func:`_free_columns`)."""
 _WIDE = 8
-"""Paths of more positions than this are solved row by row (:func:`_fill_packed`)."""
+"""Paths of more positions than this are solved row by row (:func:`_fill_packed`); the
+fluid model keeps such paths once each and solves them with
+:mod:`purlin.sim.sparse_fill`, which gives the same rates bit for bit."""
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _ONES = {k: int.from_bytes(b"\x01" * k, "little") for k in _WORD}
 _LITTLE = sys.byteorder == "little"
