@@ -44,7 +44,9 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
     nsig, stride = s.num_signals, s.epoch_stride
     dtype, op = c.dtype.name, c.op
     seen: set[tuple[int, int]] = set()
-    writer: dict[tuple[int, int], tuple[tuple[int, int], int]] = {}
+    # per rank, by signal: its writer CTA and last value (a rack's Notify names ~70 flags:
+    # a row per rank spares a tuple key per flag), as long as the signals named so far
+    writer: list[list[tuple[tuple[int, int], int] | None]] = [[] for _ in range(world)]
     good_waits: set[int] = set()
     g_, s_, e_, k_, w_ = acc.group, acc.start, acc.end, acc.program, acc.write
 
@@ -76,11 +78,15 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
                 if not (_int(v, 1, stride) and _ints(ins.peers, 0, world)
                         and _ints(ins.signals, 0, nsig) and len(ins.peers) == len(ins.signals)):
                     return False
-                for key in zip(ins.peers, ins.signals):
-                    prev = writer.get(key)
+                mine = (me, v)
+                for peer, sig in zip(ins.peers, ins.signals):
+                    row = writer[peer]
+                    if sig >= len(row):
+                        row.extend([None] * (sig + 1 - len(row)))
+                    prev = row[sig]
                     if prev is not None and (prev[0] != me or v < prev[1]):
                         return False
-                    writer[key] = (me, v)
+                    row[sig] = mine
             elif t is Copy or t is Reduce:
                 n = ins.nbytes
                 if n <= 0 or ins.atom not in ATOMS:

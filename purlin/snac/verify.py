@@ -24,7 +24,9 @@ tracked), so the fault reported is the first one in walk order, as the rules abo
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import chain
+from functools import reduce
+from itertools import chain, repeat
+from operator import getitem, is_, le, lt, or_, setitem
 
 from purlin.gcpause import paused
 from purlin.errors import Deadlock, ScheduleError
@@ -38,6 +40,8 @@ from purlin.snac.walk import SIGNAL_KEY, bursts
 from purlin.spec.collective import output_sources
 
 USER = ("input", "output")
+LONG_WAIT = 16
+"""A Wait on this many signals or more has its notes kept for the next CTA of its rank."""
 
 
 @paused()
@@ -197,7 +201,17 @@ class _Dynamic:
         self.note_S: list[int] = []              # per Notify/PutPackets: S when issued
         self.note_E: list[int] = []              # ... and ranks whose end follows it
         self.note_snap: list[tuple | None] = []
-        self.sig_notes: dict[int, tuple[list[int], list[int]]] = {}   # by signal key
+        self.note_v: list[int] = []              # ... and its value (Notify; 0 for puts)
+        # per rank, by signal: its first note (a row per rank keeps a Wait's lookups
+        # together; as long as the signals noted so far); by signal key, for a flag noted
+        # more than once, also every note's value and id in walk order (values rise: one
+        # writer per signal)
+        self.sig_first: list[list[int | None]] = [[] for _ in range(s.world)]
+        self.sig_hist: dict[int, tuple[list[int], list[int]]] = {}
+        # (rank, id of a long Wait) -> its notes, the ranks they are ordered after, and its
+        # events: the notes a Wait waited for never change once walked, and the planner
+        # shares a Wait between the CTAs of a rank
+        self.waited: dict[tuple[int, int], tuple[list[int], int, list[int]]] = {}
         self.pk_notes: dict[int, IntervalMap] = {}
         # per program, in program order: 2*note+1 for a Wait (WaitPackets: one per note
         # joined), 2*note for a Notify/PutPackets, -(j+1) for remote user access j
@@ -216,39 +230,41 @@ class _Dynamic:
     # ---- forward ------------------------------------------------------------------
     def _burst(self, k: int, i0: int, i1: int) -> None:
         instrs = self.s.programs[k].instrs
-        rkey = self.ranks[k] * SIGNAL_KEY
+        rank = self.ranks[k]
+        first = self.sig_first[rank]
         ev = self.events[k]
         append = ev.append
         clocks = self.clocks
-        note_S, note_E, note_snap, sig_notes = self.note_S, self.note_E, self.note_snap, self.sig_notes
+        note_S, note_E, note_snap, note_v = self.note_S, self.note_E, self.note_snap, self.note_v
         S = self.S[k]
         for i in range(i0, i1):
             ins = instrs[i]
             t = type(ins)
             if t is Wait:
-                want = ins.value
-                for sig in ins.signals:
-                    vals, nids = sig_notes[rkey + sig]
-                    nid = nids[0] if len(nids) == 1 else nids[bisect_left(vals, want)]
-                    S |= note_S[nid]
-                    if clocks is not None:
-                        clocks.join_later(k, note_snap[nid])
-                    append(2 * nid + 1)
+                if len(ins.signals) < LONG_WAIT:
+                    want = ins.value
+                    for sig in ins.signals:
+                        nid = first[sig]
+                        if note_v[nid] < want:
+                            nid = self._later(rank, sig, want)
+                        S |= note_S[nid]
+                        if clocks is not None:
+                            clocks.join_later(k, note_snap[nid])
+                        append(2 * nid + 1)
+                    continue
+                nids, S_of, evs = self._wait(rank, ins)
+                S |= S_of
+                if clocks is not None:
+                    clocks.join_all_later(k, map(note_snap.__getitem__, nids))
+                ev.extend(evs)
             elif t is Notify:
                 # one note for all its flags: they are released by the same fence
                 nid = len(note_S)
                 note_S.append(S)
                 note_E.append(0)
                 note_snap.append(clocks.snapshot(k, i) if clocks is not None else None)
-                v = ins.value
-                for peer, sig in zip(ins.peers, ins.signals):
-                    key = peer * SIGNAL_KEY + sig
-                    ent = sig_notes.get(key)
-                    if ent is None:
-                        sig_notes[key] = ([v], [nid])
-                    else:
-                        ent[0].append(v)
-                        ent[1].append(nid)
+                note_v.append(ins.value)
+                self._noted(ins.peers, ins.signals, ins.value, nid)
                 append(2 * nid)
             elif t is Copy or t is Reduce:
                 self.S[k] = S
@@ -263,6 +279,7 @@ class _Dynamic:
                 note_S.append(S)
                 note_E.append(0)
                 note_snap.append(clocks.snapshot(k, i) if clocks is not None else None)
+                note_v.append(0)
                 m = self.pk_notes.get(ins.dst.rank)
                 if m is None:
                     m = self.pk_notes[ins.dst.rank] = IntervalMap()
@@ -275,6 +292,64 @@ class _Dynamic:
                         clocks.join_later(k, note_snap[nid])
                     append(2 * nid + 1)
         self.S[k] = S
+
+    def _noted(self, peers: tuple[int, ...], sigs: tuple[int, ...], v: int, nid: int) -> None:
+        """File note ``nid`` (value ``v``) under each flag of a Notify; only a flag noted
+        before gets a history. A rack's Notify names ~70 flags: when all are new, they
+        are filed at C speed."""
+        first = self.sig_first
+        if len(peers) >= LONG_WAIT:
+            rows = list(map(first.__getitem__, peers))
+            if all(map(lt, sigs, map(len, rows))) and list(map(getitem, rows, sigs)).count(None) == len(rows):
+                any(map(setitem, rows, sigs, repeat(nid)))   # setitem gives None: runs them all
+                return
+        hist, note_v = self.sig_hist, self.note_v
+        for peer, sig in zip(peers, sigs):
+            row = first[peer]
+            if sig >= len(row):
+                row.extend([None] * (sig + 1 - len(row)))
+            p = row[sig]
+            if p is None:
+                row[sig] = nid
+            elif p != nid:   # (a flag named twice by one Notify has one note)
+                key = peer * SIGNAL_KEY + sig
+                h = hist.get(key)
+                if h is None:
+                    hist[key] = ([note_v[p], v], [p, nid])
+                else:
+                    h[0].append(v)
+                    h[1].append(nid)
+
+    def _wait(self, rank: int, ins: Wait) -> tuple[list[int], int, list[int]]:
+        """(the notes a long Wait of ``rank`` waited for, the ranks ordered before them, its
+        events), kept: the notes a Wait waited for never change once walked, and the
+        planner shares a Wait between the CTAs of a rank."""
+        key = (rank, id(ins))
+        got = self.waited.get(key)
+        if got is None:
+            nids = self._waited(rank, ins.signals, ins.value)
+            got = self.waited[key] = (nids, reduce(or_, map(self.note_S.__getitem__, nids), 0),
+                                      [2 * n + 1 for n in nids])
+        return got
+
+    def _waited(self, rank: int, sigs: tuple[int, ...], want: int) -> list[int]:
+        """Per signal of a Wait, the first note of its flag whose value is >= ``want``: the
+        Notify it waited for (the walk has run one by now, and later ones only follow).
+        Mostly a flag's first note: that is checked for all ~70 flags at C speed."""
+        nids = list(map(self.sig_first[rank].__getitem__, sigs))
+        note_v = self.note_v
+        if min(map(note_v.__getitem__, nids)) >= want:
+            return nids
+        for j, sig in enumerate(sigs):
+            if note_v[nids[j]] < want:
+                nids[j] = self._later(rank, sig, want)
+        return nids
+
+    def _later(self, rank: int, sig: int, want: int) -> int:
+        """The first note >= ``want`` of a flag whose first note is below it (so it has
+        a history)."""
+        vals, nids = self.sig_hist[rank * SIGNAL_KEY + sig]
+        return nids[bisect_left(vals, want)]
 
     def _copy(self, k: int, i: int, src: Ref, dsts: tuple[Ref, ...], n: int) -> None:
         sh = self.sh
@@ -400,6 +475,8 @@ def _check_block(p, pieces: tuple[list[int], list[int], list], want: tuple, orde
     x = bisect_right(starts, lo) - 1
     if x < 0 or ends[x] <= lo:
         x += 1
+    if _block_whole(starts, ends, terms, x, lo, hi, want):
+        return
     pos, n = lo, len(starts)
     while x < n and starts[x] < hi:
         a = starts[x] if starts[x] > lo else lo
@@ -417,6 +494,19 @@ def _check_block(p, pieces: tuple[list[int], list[int], list], want: tuple, orde
     if hi > pos:
         raise ScheduleError(f"output rank {p.rank}, block {p.name!r}: bytes {pos - lo}.."
                             f"{hi - lo} are never written")
+
+
+def _block_whole(starts: list[int], ends: list[int], terms: list, x: int, lo: int, hi: int,
+                 want: tuple) -> bool:
+    """Whether the pieces from ``x`` on cover lo..hi without a gap, each holding ``want``
+    itself: the usual answer, found at C speed (a rack's block is ~60 pieces); on False
+    :func:`_check_block` walks them to name the fault (or finds none)."""
+    y = bisect_left(starts, hi, x)
+    if y <= x or starts[x] > lo or ends[y - 1] < hi:
+        return False
+    # pieces never overlap, so a gap is a start past the previous end
+    return (all(map(le, starts[x + 1:y], ends[x:y - 1]))
+            and all(map(is_, terms[x:y], repeat(want))))
 
 
 def _describe(terms: tuple[tuple[int, int], ...], at: int) -> str:

@@ -11,8 +11,10 @@ as runs of consecutive instructions of one CTA, :func:`walk` instruction by inst
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from itertools import compress, count, repeat
+from operator import add
 from typing import Iterator
 
 from purlin.errors import Deadlock
@@ -21,16 +23,20 @@ from purlin.snac.ir import Instruction, Notify, Program, PutPackets, Schedule, W
 
 
 SIGNAL_KEY = 1 << 32
-"""Flags are keyed ``rank * SIGNAL_KEY + signal`` (signals are below 2**32)."""
+"""Waiters (and the verifier's flag histories) are keyed ``rank * SIGNAL_KEY + signal``
+(signals are below 2**32)."""
+WIDE = 8
+"""A Wait or Notify naming this many flags or more has them checked or set at C speed;
+below it a plain loop costs less than setting that up."""
 
 
 @dataclass
 class SyncState:
-    """Absolute flag values (keyed ``rank * SIGNAL_KEY + signal``) and packet tags per
-    (rank, half); survives between calls."""
+    """Absolute flag values (per rank, by signal: a Wait's ~70 lookups stay in one
+    small table) and packet tags per (rank, half); survives between calls."""
 
     calls: int = 0
-    flags: dict[int, int] = field(default_factory=dict)
+    flags: defaultdict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
     tags: dict[tuple[int, int], IntervalMap] = field(default_factory=dict)  # (rank, half)
 
 
@@ -92,24 +98,14 @@ def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, i
                 v = base + ins.value
                 sigs = ins.signals
                 j = resume.pop(k) if i == i0 and k in resume else 0
-                blocked = -1
-                for sig in (sigs[j:] if j else sigs):
-                    if flags.get(rkey + sig, 0) < v:
-                        blocked = sig
-                        break
-                if blocked >= 0:   # woken by that flag, it checks the rest again
-                    resume[k] = sigs.index(blocked, j)   # its first place from j: all set before
+                x = _unset(flags[rank], sigs, j, v)
+                if x is not None:   # woken by that flag, it checks the rest again
+                    blocked = sigs[x]
+                    resume[k] = x   # its first place from j: all set before
                     waiters.setdefault(rkey + blocked, []).append(k)
                     break
             elif t is Notify:
-                v = base + ins.value
-                for peer, sig in zip(ins.peers, ins.signals):
-                    key = peer * SIGNAL_KEY + sig
-                    if flags.get(key, 0) < v:
-                        flags[key] = v
-                    woken = waiters.pop(key, None)
-                    if woken:
-                        _wake(woken, ready, queued)
+                _notify(flags, waiters, ins, base + ins.value, ready, queued)
             elif t is WaitPackets:
                 m = tags.get((rank, half))
                 if m is None or not m.covers(ins.src.offset, ins.src.offset + ins.nbytes, base + ins.value):
@@ -131,6 +127,45 @@ def bursts(s: Schedule, state: SyncState | None = None) -> Iterator[tuple[int, i
     if stuck:
         raise Deadlock(_explain(s, stuck, ptr, state, base))
     state.calls += 1
+
+
+def _unset(row: dict[int, int], sigs: tuple[int, ...], j: int, v: int) -> int | None:
+    """The place of the first flag of ``sigs`` from ``j`` on below ``v`` (None: all set);
+    over a rack's ~70 flags at C speed, lazily (it stops there)."""
+    if len(sigs) - j < WIDE:
+        for x in range(j, len(sigs)):
+            if row.get(sigs[x], 0) < v:
+                return x
+        return None
+    return next(compress(count(j), map(v.__gt__, map(row.get, sigs[j:] if j else sigs, repeat(0)))), None)
+
+
+def _notify(flags: defaultdict[int, dict[int, int]], waiters: dict, ins: Notify, v: int,
+            ready: deque, queued: list[bool]) -> None:
+    """Raise each flag of ``ins`` to ``v`` (flags never fall) and wake its waiters, in
+    flag order: a rack's Notify names ~70 flags, so that is done at C speed."""
+    peers, sigs = ins.peers, ins.signals
+    if len(peers) < WIDE:
+        for peer, sig in zip(peers, sigs):
+            row = flags[peer]
+            if row.get(sig, 0) < v:
+                row[sig] = v
+            if waiters:
+                woken = waiters.pop(peer * SIGNAL_KEY + sig, None)
+                if woken:
+                    _wake(woken, ready, queued)
+        return
+    rows = list(map(flags.__getitem__, peers))
+    if max(map(dict.get, rows, sigs, repeat(0)), default=0) < v:
+        any(map(dict.__setitem__, rows, sigs, repeat(v)))   # each gives None: all run
+    else:
+        for row, sig in zip(rows, sigs):
+            if row.get(sig, 0) < v:
+                row[sig] = v
+    if waiters:
+        keys = map(add, map(SIGNAL_KEY.__mul__, peers), sigs)
+        for woken in filter(None, map(waiters.pop, keys, repeat(None))):
+            _wake(woken, ready, queued)
 
 
 def _wake(ks, ready: deque, queued: list[bool]) -> None:
@@ -156,7 +191,7 @@ def _explain(s: Schedule, stuck: list[int], ptr: list[int], state: SyncState, ba
         ins = prog.instrs[ptr[k]]
         where = f"rank {prog.rank}, cta {prog.cta}, instr {ptr[k]}"
         if isinstance(ins, Wait):
-            have = {sig: state.flags.get(prog.rank * SIGNAL_KEY + sig, 0) - base for sig in ins.signals}
+            have = {sig: state.flags[prog.rank].get(sig, 0) - base for sig in ins.signals}
             sig = next(x for x in ins.signals if have[x] < ins.value)
             key = (prog.rank, sig)
             if sent.get(key, 0) < ins.value:

@@ -258,6 +258,25 @@ def test_fast_verifier_agrees_with_the_old_one_on_planted_bugs(name, world, size
     assert found >= 8   # most planted bugs are bugs
 
 
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce", "reduce_scatter", "all_to_all"])
+def test_fast_verifier_agrees_with_the_old_one_on_wide_handshakes(name):
+    """Direct plans of 20 ranks: Waits and Notifies name 19 flags, so the verifier and the
+    walk take their C-speed paths for wide ones (and a CTA 0 notifies its flags twice)."""
+    from purlin.topology import minimal
+    c = library.from_size(name, 20, 20 << 10, "fp32", seed=1)
+    s = plan(c, minimal(20), Policy(regime="direct"), check=False)
+    assert max(len(i.signals) for p in s.programs for i in p.instrs if type(i) is Wait) >= 16
+    assert _verdict(verify, s) is None and _verdict(_oracle, s) is None
+    rng = random.Random(zlib.crc32(name.encode()))
+    found = 0
+    for _ in range(40):
+        bad = _mutate(s, rng)
+        want = _verdict(_oracle, bad)
+        assert _verdict(verify, bad) == want
+        found += want is not None
+    assert found >= 8
+
+
 # ---- each shortcut of the fast verifier, on a bug only it could miss --------------------
 from purlin.snac.ir import Program, Schedule  # noqa: E402
 
