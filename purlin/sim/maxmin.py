@@ -386,10 +386,21 @@ def _water_levels(idx, w, capacity, old_rate, new, touched) -> np.ndarray:
     np.cumsum(wt * x, out=cw[1:])
     cwt = np.zeros(m + 1)
     np.cumsum(wt, out=cwt[1:])
-    start = np.maximum.accumulate(np.where(first, np.arange(m), 0))
+    first_fits(first, grp, x, cw, cwt, add.take(grp) + np.bincount(grp, wt, minlength=ng).take(grp), cap_t, out)
+    return out
+
+
+def first_fits(first: np.ndarray, grp: np.ndarray, x: np.ndarray, cw: np.ndarray, cwt: np.ndarray,
+               rising_all: np.ndarray, cap_t: np.ndarray, out: np.ndarray) -> None:
+    """For entries sorted by group (``first`` marks each group's first), with running sums
+    ``cw`` of held use and ``cwt`` of weight (one longer than the entries): the level at
+    which each group saturates with entry j the first still rising (those before it held),
+    written to ``out[group]`` for the first entry whose own rate ``x`` it reaches.
+    ``rising_all``: per entry, the group's added weight plus all its entries' weight."""
+    start = np.maximum.accumulate(np.where(first, np.arange(len(grp)), 0))
     before_w = cw[:-1] - cw.take(start)
     before_wt = cwt[:-1] - cwt.take(start)
-    rising = add.take(grp) + np.bincount(grp, wt, minlength=ng).take(grp) - before_wt
+    rising = rising_all - before_wt
     with np.errstate(divide="ignore", invalid="ignore"):
         lv = (cap_t.take(grp) - before_w) / rising
     fits = (lv <= x).nonzero()[0]      # the first fit of each group (groups are sorted)
@@ -399,7 +410,6 @@ def _water_levels(idx, w, capacity, old_rate, new, touched) -> np.ndarray:
         head[0] = True
         np.not_equal(gf[1:], gf[:-1], out=head[1:])
         out[gf[head]] = lv.take(fits[head])
-    return out
 
 
 def progressive(idx: np.ndarray, w: np.ndarray, cap: np.ndarray, capacity: np.ndarray,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from purlin.sim.maxmin import _TIE
+from purlin.sim.maxmin import _TIE, first_fits
 from purlin.sim import paths
 from purlin.sim.paths import Rows, _ranges
 
@@ -153,19 +153,8 @@ def _levels_run(orows: Rows, x_of: np.ndarray, pos: np.ndarray, g0: int, g1: int
     first[0] = True
     np.not_equal(grp[1:], grp[:-1], out=first[1:])
     cw, cwt = _cumsum(wx, carry and carry[0]), _cumsum(wt, carry and carry[1])
-    start = np.maximum.accumulate(np.where(first, np.arange(m), 0))
-    before_w = cw[:-1] - cw.take(start)
-    before_wt = cwt[:-1] - cwt.take(start)
-    rising = add.take(grp) + np.bincount(local, wt, minlength=g1 - g0).take(local) - before_wt
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lv = (cap_t.take(grp) - before_w) / rising
-    fits = (lv <= x).nonzero()[0]      # the first fit of each resource (they are sorted)
-    if len(fits):
-        gf = grp.take(fits)
-        head = np.empty(len(fits), bool)
-        head[0] = True
-        np.not_equal(gf[1:], gf[:-1], out=head[1:])
-        out_lv[gf[head]] = lv.take(fits[head])
+    first_fits(first, grp, x, cw, cwt, add.take(grp) + np.bincount(local, wt, minlength=g1 - g0).take(local),
+               cap_t, out_lv)
     return float(cw[-1]), float(cwt[-1])
 
 
