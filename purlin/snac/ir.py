@@ -23,7 +23,7 @@ program order. Values are >= 1 and < ``epoch_stride``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Iterator, Union
 
 SCHEMA_VERSION = 3
@@ -35,6 +35,32 @@ REDUCTIONS = ("rank", "any")
 with :func:`purlin.spec.evaluate`); executors combine a Reduce's ``srcs`` in the listed
 order. ``any``: the same terms in some other order (a ring reduces along the ring and
 rounds at each hop), equal to the spec up to rounding."""
+
+
+def quick_init(cls: type) -> type:
+    """Give a frozen, slotted dataclass an ``__init__`` that stores each field through its
+    slot's descriptor. The generated one calls ``object.__setattr__`` by name per field,
+    about twice the cost, and a rack's plan builds millions of Refs and instructions. Same
+    parameters, defaults and ``__post_init__``; the instance stays frozen (assigning to a
+    field afterwards still raises ``FrozenInstanceError``)."""
+    fs = fields(cls)
+    ns: dict[str, Any] = {}
+    params, body = [], []
+    for f in fs:
+        ns[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        body.append(f"    _set_{f.name}(self, {f.name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body), ns)
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init
+    return cls
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +78,7 @@ class TopologyRef:
     inline: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Ref:
     """A byte address: ``offset`` bytes into ``buffer`` of ``rank``."""
@@ -67,6 +94,7 @@ class Ref:
         return f"{self.buffer}[{self.rank}]+{self.offset}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Copy:
     """Read ``nbytes`` once from ``src`` and store them to every Ref in ``dsts`` with the
@@ -79,6 +107,7 @@ class Copy:
     atom: str = "sm"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reduce:
     """``op(srcs[0], srcs[1], ...)`` over ``nbytes`` of ``dtype``, read in the given order,
@@ -93,6 +122,7 @@ class Reduce:
     atom: str = "sm"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Notify:
     """One release fence, then ``base + value`` stored into signal ``signals[i]`` of rank
@@ -109,6 +139,7 @@ class Notify:
         _one_or_many(self, "signals")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Wait:
     """Acquire-spin until each of the issuing rank's signals ``signals`` (in that order)
@@ -129,6 +160,7 @@ def _one_or_many(ins: Any, name: str) -> None:
                            else tuple(v) if isinstance(v, list) else v)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PutPackets:
     """Latency regime: stage and notify in one store. Push ``nbytes`` from ``src`` into the
@@ -141,6 +173,7 @@ class PutPackets:
     value: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class WaitPackets:
     """Spin until every packet of the local window ``src`` (``nbytes`` of payload) carries
@@ -155,6 +188,7 @@ Instruction = Union[Copy, Reduce, Notify, Wait, PutPackets, WaitPackets]
 INSTRUCTIONS: tuple[type, ...] = (Copy, Reduce, Notify, Wait, PutPackets, WaitPackets)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Program:
     """The instruction list of one CTA of one rank. ``role`` is a label for reports

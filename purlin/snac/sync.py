@@ -37,11 +37,12 @@ import numpy as np
 
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
+from purlin.snac.ir import Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets, quick_init
 
 USER = ("input", "output")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Op:
     """One datapath step before sync: ``kind`` is copy, reduce or put (PutPackets)."""

@@ -1,7 +1,9 @@
 """The Schedule is the whole contract: it names its topology by content, states its
 reduction order, hashes, and executors refuse a topology it was not planned for."""
 import dataclasses
+import inspect
 import json
+import pickle
 
 import pytest
 
@@ -9,7 +11,7 @@ from purlin.errors import PlanError, ScheduleError, SpecError
 from purlin.sim import simulate
 from purlin.snac import Policy, plan
 from purlin.snac.bind import bind_topology
-from purlin.snac.ir import Copy, Program, Ref, Schedule, TopologyRef
+from purlin.snac.ir import Copy, Notify, Program, Ref, Schedule, TopologyRef, Wait
 from purlin.snac.serialize import digest, from_json, to_json
 from purlin.snac.verify import verify
 from purlin.spec import library
@@ -124,3 +126,20 @@ def test_a_malformed_inline_topology_is_an_error():
 def test_world_mismatch_from_the_planner_names_both():
     with pytest.raises(SpecError, match="topology hgx-b200-8 has 8 ranks, the collective has 2"):
         plan(library.all_gather(2, 64), load_topology("hgx-b200-8"))
+
+
+def test_quick_constructors_keep_the_dataclass_contract():
+    """The IR's constructors store fields through slot descriptors (quick_init): the same
+    parameters and defaults, the one-or-many rule of Notify and Wait, equality, hashing,
+    pickling and replace as before, and a field still cannot be assigned."""
+    r = Ref(1, "output", 16)
+    assert (r.rank, r.buffer, r.offset) == (1, "output", 16) and r + 8 == Ref(1, "output", 24)
+    assert str(inspect.signature(Copy)) == "(src, dsts, nbytes, atom='sm')"
+    assert Copy(r, (r,), 16).atom == "sm" and Copy(r, (r,), 16, atom="ce").atom == "ce"
+    assert Notify(3, 4, 1) == Notify((3,), (4,), 1) and Wait([1, 2], 3).signals == (1, 2)
+    assert hash(Ref(1, "output", 16)) == hash(r) and pickle.loads(pickle.dumps(Copy(r, (r,), 16))) == Copy(r, (r,), 16)
+    assert dataclasses.replace(r, offset=5) == Ref(1, "output", 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.rank = 2
+    with pytest.raises(TypeError, match="offset"):
+        Ref(1, "output")
