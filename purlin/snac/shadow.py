@@ -142,6 +142,8 @@ class Shadow:
             m = self.maps[key] = IntervalMap()
         cell = (k, i)
         for a, b, terms in pieces:
+            if m.fill_gap(a, b, (cell, terms, ())):   # bytes nobody wrote or read yet
+                continue
             i0, j0 = m.cut(a, b)
             for x in range(i0, j0):
                 self._check_overwrite(k, i, r, *m.piece(x))

@@ -71,8 +71,15 @@ class Layout:
         return len(self.ranks)
 
     def nbytes(self, rank: int) -> int:
-        """Bytes of ``rank``'s buffer (the sum of its blocks)."""
-        return sum(b.nbytes for b in self.ranks[rank])
+        """Bytes of ``rank``'s buffer (the sum of its blocks), summed once per rank: a
+        rack's rank has W blocks, and planning asks for every rank several times."""
+        cache = self.__dict__.get("_nbytes")
+        if cache is None:
+            cache = self.__dict__["_nbytes"] = {}   # not a field: equality and hash ignore it
+        got = cache.get(rank)
+        if got is None:
+            got = cache[rank] = sum(b.nbytes for b in self.ranks[rank])
+        return got
 
     def placed(self, rank: int) -> tuple[Placed, ...]:
         """The blocks of ``rank`` with their offsets (made once per rank: validation and
