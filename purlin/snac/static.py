@@ -9,6 +9,8 @@ checked once.
 """
 from __future__ import annotations
 
+from array import array
+from numbers import Integral
 from typing import NamedTuple
 
 from purlin.snac.ir import ATOMS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
@@ -17,18 +19,20 @@ _BUF = {"output": 1, "staging": 2, "packets": 3}
 
 
 class Accesses(NamedTuple):
-    """Parallel lists, one entry per access to a range outside the inputs."""
+    """Parallel arrays, one entry per access to a range outside the inputs (machine
+    integers: a rack's broadcast Copy adds ~W accesses, and lists of int objects held
+    about 130 bytes an access)."""
 
-    group: list[int]      # 4 * rank + buffer code
-    start: list[int]
-    end: list[int]
-    program: list[int]
-    write: list[bool]
+    group: array          # 4 * rank + buffer code
+    start: array
+    end: array
+    program: array
+    write: array          # 1 for a write
 
 
 def scan(s: Schedule) -> tuple[bool, Accesses]:
     """(whether every static rule holds, the non-input accesses of every program)."""
-    acc = Accesses([], [], [], [], [])
+    acc = Accesses(array("q"), array("q"), array("q"), array("q"), array("b"))
     ok = _scan(s, acc)
     return ok, acc
 
@@ -57,6 +61,8 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             if sz is None or not 0 <= rk < world or off < 0 or off + n > sz[rk]:
                 return False
             b = _BUF.get(r.buffer)
+            if (type(off) is not int or type(rk) is not int) and not (integral(off) and integral(rk)):
+                return False
             if b is not None and record:
                 g_.append(4 * rk + b); s_.append(off); e_.append(off + n); k_.append(k); w_.append(write)
         return True
@@ -112,6 +118,11 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             else:
                 return False
     return True
+
+
+def integral(v) -> bool:
+    """Whether ``v`` may be an address: an integer (numpy's too), not a bool or a float."""
+    return isinstance(v, Integral) and not isinstance(v, bool)
 
 
 def _int(v, lo: int, hi: int) -> bool:

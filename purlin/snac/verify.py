@@ -35,7 +35,7 @@ from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait,
                             WaitPackets, sources)
 from purlin.snac.shadow import Overlap, Shadow
-from purlin.snac.static import scan
+from purlin.snac.static import integral, scan
 from purlin.snac.walk import SIGNAL_KEY, bursts
 from purlin.spec.collective import output_sources
 
@@ -177,6 +177,9 @@ def _signal_fields(s: Schedule, at: str, ins: Notify | Wait) -> None:
 
 
 def _bounds(s: Schedule, at: str, what: str, r: Ref, n: int) -> None:
+    if not (integral(r.rank) and integral(r.offset)):
+        raise ScheduleError(f"{at}: {what} address {r!r}: rank and offset must be integers "
+                            f"(got {type(r.rank).__name__} and {type(r.offset).__name__})")
     if r.buffer not in BUFFERS:
         raise ScheduleError(f"{at}: {what} names buffer {r.buffer!r}; known: {', '.join(BUFFERS)}")
     if not 0 <= r.rank < s.world:

@@ -119,6 +119,27 @@ def test_out_of_bounds_offset():
         verify(bad)
 
 
+@pytest.mark.parametrize("kind", ["float", "half", "bool", "numpy"])
+def test_an_address_must_be_an_integer(kind):
+    """A float offset (even one equal to an integer) or a bool is named; numpy's integers
+    are integers."""
+    import numpy as np
+    s = plan(library.all_to_all(2, 64), policy=Policy(regime="direct"))
+    k, i = first(s, Copy, lambda p, ins: ins.dsts[0].offset == 0)
+    ins = s.programs[k].instrs[i]
+    d = ins.dsts[0]
+    at = {"float": 0.0, "half": 0.5, "bool": False, "numpy": np.int64(0)}[kind]
+    instrs = list(s.programs[k].instrs)
+    instrs[i] = replace(ins, dsts=(Ref(d.rank, d.buffer, at),) + ins.dsts[1:])
+    bad = edit(s, k, instrs)
+    if kind == "numpy":
+        assert verify(bad) is bad
+        return
+    with pytest.raises(ScheduleError, match=rf"Copy address .*: rank and offset must be integers "
+                                            rf"\(got int and {type(at).__name__}\)"):
+        verify(bad)
+
+
 def test_two_writers_on_one_signal():
     s = plan(library.all_gather(3, 64), policy=Policy(regime="throughput"))
     notifies = [(k, i) for k, p in enumerate(s.programs) for i, ins in enumerate(p.instrs)
