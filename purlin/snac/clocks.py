@@ -46,28 +46,37 @@ def tracked_programs(group: Sequence[int], start: Sequence[int], end: Sequence[i
     """
     if not len(group):
         return set()
-    g = np.asarray(group, np.int64)
-    lo = np.asarray(start, np.int64)
+    # at most a few arrays of one entry per access alive at once: a 576-rank broadcast
+    # AllGather makes 9.6 million accesses, 77 MB an array
     hi = np.asarray(end, np.int64)
-    k = np.asarray(program, np.int64)
-    w = np.asarray(write, bool)
     big = int(hi.max()) + 1
-    ks, ke = g * big + lo, g * big + hi      # keyed by group: groups never overlap
-    order = np.lexsort((ks, g))
-    ks, ke, k, w = ks[order], ke[order], k[order], w[order]
+    key = np.asarray(group, np.int64) * big  # keyed by group: groups never overlap
+    ks = key + np.asarray(start, np.int64)
+    key += hi
+    ke = key
+    del key, hi
+    order = np.argsort(ks, kind="stable")    # by group, then start (ks orders both)
+    ks, ke = ks[order], ke[order]
+    k = np.asarray(program, np.int64)[order]
+    w = np.asarray(write, bool)[order]
+    del order
     n = len(ks)
     neg, pos = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     # an earlier interval (in start order) overlaps x iff its end passes x's start; the
     # first later one overlaps iff it starts before x's end
-    prev_end = np.r_[neg, np.maximum.accumulate(ke)[:-1]]
-    next_start = np.r_[ks[1:], pos]
-    any_overlap = (ks < prev_end) | (next_start < ke)
-    wend = np.where(w, ke, neg)
-    wstart = np.where(w, ks, pos)
-    prev_wend = np.r_[neg, np.maximum.accumulate(wend)[:-1]]
-    next_wstart = np.r_[np.minimum.accumulate(wstart[::-1])[::-1][1:], pos] if n else wstart
-    write_overlap = (ks < prev_wend) | (next_wstart < ke)
-    hit = np.where(w, any_overlap, write_overlap)
+    run = np.maximum.accumulate(ke)
+    hit = np.zeros(n, bool)                  # any overlap, for the writes
+    hit[1:] = ks[1:] < run[:-1]
+    hit[:-1] |= ks[1:] < ke[:-1]
+    run = np.where(w, ke, neg)
+    np.maximum.accumulate(run, out=run)
+    near = np.zeros(n, bool)                 # an overlap with a write, for the reads
+    near[1:] = ks[1:] < run[:-1]
+    run = np.where(w, ks, pos)
+    run = np.minimum.accumulate(run[::-1])[::-1]
+    near[:-1] |= run[1:] < ke[:-1]
+    del run, ks, ke
+    np.copyto(hit, near, where=~w)
     return set(np.unique(k[hit]).tolist())
 
 

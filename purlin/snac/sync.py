@@ -29,6 +29,7 @@ for one local hop more at each end.
 """
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterator
@@ -248,13 +249,22 @@ def _write_once(ops: list[Op], buffer: str) -> bool:
     if any(r.buffer == buffer for o in ops for r in o.srcs) or any(
             o.kind == "put" for o in ops if any(r.buffer == buffer for r in o.dsts)):
         return False
-    spans = [(r.rank, r.offset, r.offset + o.nbytes) for o in ops for r in o.dsts if r.buffer == buffer]
-    if not spans:
+    # three arrays, not a tuple per store: a rack's broadcast AllGather stores to ~W
+    # destinations per Copy, and the tuples were the peak of planning it
+    rank, lo, hi = array("q"), array("q"), array("q")
+    for o in ops:
+        n = o.nbytes
+        for r in o.dsts:
+            if r.buffer == buffer:
+                rank.append(r.rank)
+                lo.append(r.offset)
+                hi.append(r.offset + n)
+    if not rank:
         return True
-    a = np.array(spans, dtype=np.int64)
-    a = a[np.lexsort((a[:, 1], a[:, 0]))]
-    same = a[1:, 0] == a[:-1, 0]
-    return bool(not (same & (a[1:, 1] < a[:-1, 2])).any())
+    rk, a, b = (np.frombuffer(x, np.int64) for x in (rank, lo, hi))
+    order = np.lexsort((a, rk))
+    rk, a, b = rk[order], a[order], b[order]
+    return bool(not ((rk[1:] == rk[:-1]) & (a[1:] < b[:-1])).any())
 
 
 def _unwritten(op: Op, ref: Ref, a: int, b: int, dep: set[int], start: list[int]) -> None:

@@ -459,13 +459,13 @@ class _Dynamic:
         c = self.s.collective
         sh = self.sh
         ordered = c.is_reduce and self.s.reduction == "rank"
-        pieces: dict[int, tuple[list[int], list[int], list]] = {}
+        rank, got = None, None   # blocks come rank by rank: one rank's pieces held at a time
         for p, srcs in output_sources(c):
             if not p.nbytes:
                 continue
-            got = pieces.get(p.rank)
-            if got is None:
-                got = pieces[p.rank] = sh.output(p.rank)
+            if p.rank != rank:
+                rank, got = p.rank, None
+                got = sh.output(rank)
             want = sh.intern(tuple([(x.rank, x.offset - p.offset) for x in srcs]))
             _check_block(p, got, want, ordered)
 

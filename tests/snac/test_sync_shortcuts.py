@@ -87,7 +87,11 @@ def test_a_phase_leaves_what_it_built_old_and_a_callers_frozen_objects_frozen():
         frozen = gc.get_freeze_count()
         assert frozen >= len(held)
         plan(c, topo)
-        assert gc.get_freeze_count() == frozen
+        # nothing the phase built was frozen, and the caller's stayed frozen (a freeze and
+        # unfreeze would have emptied the permanent generation); a few frozen objects may
+        # die meanwhile, freed by a thread an earlier test left running (seen in CI: 3)
+        after = gc.get_freeze_count()
+        assert frozen - 1000 <= after <= frozen
     finally:
         gc.unfreeze()
         gc.enable() if was else gc.disable()
