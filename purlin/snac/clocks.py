@@ -46,20 +46,21 @@ def tracked_programs(group: Sequence[int], start: Sequence[int], end: Sequence[i
     """
     if not len(group):
         return set()
-    # at most a few arrays of one entry per access alive at once: a 576-rank broadcast
-    # AllGather makes 9.6 million accesses, 77 MB an array
-    hi = np.asarray(end, np.int64)
+    # at most a few arrays of one entry per access alive at once (about 31 bytes an
+    # access at the peak): a 576-rank broadcast AllGather makes 9.6 million accesses
+    lo, hi = np.asarray(start, np.int64), np.asarray(end, np.int64)
     big = int(hi.max()) + 1
-    key = np.asarray(group, np.int64) * big  # keyed by group: groups never overlap
-    ks = key + np.asarray(start, np.int64)
-    key += hi
-    ke = key
-    del key, hi
+    ks = np.asarray(group, np.int64) * big   # keyed by group: groups never overlap
+    ks += lo
     order = np.argsort(ks, kind="stable")    # by group, then start (ks orders both)
-    ks, ke = ks[order], ke[order]
-    k = np.asarray(program, np.int64)[order]
+    if len(order) < 1 << 31:
+        order = order.astype(np.int32)
+    ks.sort(kind="stable")                   # in place: ks[order], with no copy
+    ke = hi[order]
+    ke -= lo[order]
+    ke += ks
+    del lo, hi
     w = np.asarray(write, bool)[order]
-    del order
     n = len(ks)
     neg, pos = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     # an earlier interval (in start order) overlaps x iff its end passes x's start; the
@@ -68,16 +69,18 @@ def tracked_programs(group: Sequence[int], start: Sequence[int], end: Sequence[i
     hit = np.zeros(n, bool)                  # any overlap, for the writes
     hit[1:] = ks[1:] < run[:-1]
     hit[:-1] |= ks[1:] < ke[:-1]
+    del run
     run = np.where(w, ke, neg)
     np.maximum.accumulate(run, out=run)
     near = np.zeros(n, bool)                 # an overlap with a write, for the reads
     near[1:] = ks[1:] < run[:-1]
-    run = np.where(w, ks, pos)
-    run = np.minimum.accumulate(run[::-1])[::-1]
-    near[:-1] |= run[1:] < ke[:-1]
+    del run
+    run = np.where(w[::-1], ks[::-1], pos)   # write starts from the end: the first later one
+    np.minimum.accumulate(run, out=run)
+    near[:-1] |= run[::-1][1:] < ke[:-1]
     del run, ks, ke
     np.copyto(hit, near, where=~w)
-    return set(np.unique(k[hit]).tolist())
+    return set(np.unique(np.asarray(program, np.int64)[order[hit]]).tolist())
 
 
 class Clocks:

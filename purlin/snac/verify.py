@@ -61,6 +61,7 @@ def verify(s: Schedule) -> Schedule:
     if not ok:
         _static(s)   # names the first broken rule (or finds none: then on to the walk)
     tracked = tracked_programs(*acc)
+    del acc   # a rack's broadcast: ~W accesses a Copy, not needed by the walk
     try:
         _Dynamic(s, tracked, defer_outputs=True).run()
     except (ScheduleError, Deadlock, Overlap, Untracked):
