@@ -46,7 +46,7 @@ def tracked_programs(group: Sequence[int], start: Sequence[int], end: Sequence[i
     """
     if not len(group):
         return set()
-    # at most a few arrays of one entry per access alive at once (about 31 bytes an
+    # at most a few arrays of one entry per access alive at once (about 32 bytes an
     # access at the peak): a 576-rank broadcast AllGather makes 9.6 million accesses
     lo, hi = np.asarray(start, np.int64), np.asarray(end, np.int64)
     big = int(hi.max()) + 1

@@ -221,8 +221,9 @@ class Shadow:
             m = self.maps.get((rank, "output"))
             items = list(m.items()) if m is not None else []
             return [a for a, _, _ in items], [b for _, b, _ in items], [v[1] for _, _, v in items]
-        order = np.argsort(np.frombuffer(lst.a, np.int64), kind="stable")   # ties: walk order
-        starts = np.frombuffer(lst.a, np.int64)[order].tolist()
+        a = np.frombuffer(lst.a, np.int64)
+        order = np.argsort(a, kind="stable")   # ties: walk order
+        starts = a[order].tolist()
         ends = np.frombuffer(lst.b, np.int64)[order].tolist()
         if any(map(lt, starts[1:], ends)):   # a piece starts before the last ends
             raise Overlap(rank)

@@ -60,9 +60,9 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             rk, off = r.rank, r.offset
             if sz is None or not 0 <= rk < world or off < 0 or off + n > sz[rk]:
                 return False
-            b = _BUF.get(r.buffer)
             if (type(off) is not int or type(rk) is not int) and not (integral(off) and integral(rk)):
                 return False
+            b = _BUF.get(r.buffer)
             if b is not None and record:
                 g_.append(4 * rk + b); s_.append(off); e_.append(off + n); k_.append(k); w_.append(write)
         return True

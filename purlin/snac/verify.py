@@ -465,7 +465,7 @@ class _Dynamic:
             if not p.nbytes:
                 continue
             if p.rank != rank:
-                rank, got = p.rank, None
+                rank, got = p.rank, None   # the last rank's pieces go before the next's are made
                 got = sh.output(rank)
             want = sh.intern(tuple([(x.rank, x.offset - p.offset) for x in srcs]))
             _check_block(p, got, want, ordered)

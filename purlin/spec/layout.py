@@ -6,7 +6,7 @@ before it. Names are strings so specs serialise as plain JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from purlin.check import check_int, fail
 from purlin.errors import LimitError, SpecError
@@ -71,30 +71,30 @@ class Layout:
         return len(self.ranks)
 
     def nbytes(self, rank: int) -> int:
-        """Bytes of ``rank``'s buffer (the sum of its blocks), summed once per rank: a
-        rack's rank has W blocks, and planning asks for every rank several times."""
-        cache = self.__dict__.get("_nbytes")
+        """Bytes of ``rank``'s buffer (the sum of its blocks)."""
+        return self._per_rank("_nbytes", rank, lambda: sum(b.nbytes for b in self.ranks[rank]))
+
+    def _per_rank(self, name: str, rank: int, make) -> Any:
+        """``make()`` for ``rank``, made once and kept under ``name``: validation and
+        planning ask for every rank several times, and a rack's rank has W blocks. Kept
+        outside the fields, so equality and hash ignore it."""
+        cache = self.__dict__.get(name)
         if cache is None:
-            cache = self.__dict__["_nbytes"] = {}   # not a field: equality and hash ignore it
+            cache = self.__dict__[name] = {}
         got = cache.get(rank)
         if got is None:
-            got = cache[rank] = sum(b.nbytes for b in self.ranks[rank])
+            got = cache[rank] = make()
         return got
 
     def placed(self, rank: int) -> tuple[Placed, ...]:
-        """The blocks of ``rank`` with their offsets (made once per rank: validation and
-        planning ask for every rank several times, and a rack's rank has W blocks)."""
-        cache = self.__dict__.get("_placed")
-        if cache is None:
-            cache = self.__dict__["_placed"] = {}   # not a field: equality and hash ignore it
-        got = cache.get(rank)
-        if got is None:
+        """The blocks of ``rank`` with their offsets (made once per rank)."""
+        def make() -> tuple[Placed, ...]:
             out, offset = [], 0
             for b in self.ranks[rank]:
                 out.append(Placed(rank, b.name, offset, b.nbytes))
                 offset += b.nbytes
-            got = cache[rank] = tuple(out)
-        return got
+            return tuple(out)
+        return self._per_rank("_placed", rank, make)
 
     def all_placed(self) -> Iterable[Placed]:
         """Every placed block of every rank, rank by rank."""
