@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
 from purlin.sim import tails
 from purlin.sim.calibration import Calibration
@@ -158,7 +160,7 @@ class _Context:
         self.s = s
         self.w = s.world
         self.cal = cal
-        self._writers: dict[tuple[int, int], list[tuple]] | None = None
+        self._writers: list[dict[int, tuple]] | None = None
         self._puts: dict | None = None
         self.shapes: dict[tuple[int, bool], tuple] = {}   # (program index, light) -> its interned shape
         self.interned: dict[tuple, tuple] = {}
@@ -166,14 +168,23 @@ class _Context:
     def _index(self) -> None:
         """Who writes each flag and which puts land where: built on the first Wait or
         WaitPackets compared, so a call whose light shapes already differ never pays it."""
-        self._writers = writers = {}
+        w = self.w
+        # per waiting rank q: signal -> its writers, ranks relative to q (in schedule order)
+        self._writers = writers = [{} for _ in range(w)]
         puts: dict[tuple[int, int], list[tuple]] = {}
         for p in self.s.programs:
+            rank, cta = p.rank, p.cta
             for i, ins in enumerate(p.instrs):
                 t = type(ins)
                 if t is Notify:
+                    v = ins.value
                     for j, (q, sig) in enumerate(zip(ins.peers, ins.signals)):
-                        writers.setdefault((q, sig), []).append((p.rank, p.cta, i, j, ins.value))
+                        if not 0 <= q < w:   # no rank waits there (the engine names it)
+                            continue
+                        at = writers[q]
+                        item = ((rank - q) % w, cta, i, j, v)
+                        got = at.get(sig)
+                        at[sig] = (item,) if got is None else got + (item,)
                 elif t is PutPackets:
                     puts.setdefault((ins.dst.rank, ins.value), []).append(
                         (ins.dst.offset, ins.dst.offset + ins.nbytes, p.rank, p.cta, i))
@@ -196,11 +207,12 @@ class _Context:
             got = self.shapes[(k, light)] = self.interned.setdefault(shape, shape)
         return got
 
-    def flag_writers(self, rank: int, sig: int) -> tuple:
+    def flag_writers(self, rank: int, signals: tuple) -> tuple:
+        """Who writes each of ``signals`` on ``rank``, relative to it (one dictionary
+        lookup a signal: a rack's wide Waits name hundreds of thousands)."""
         if self._writers is None:
             self._index()
-        w = self.w
-        return tuple(((r - rank) % w, c, i, j, v) for r, c, i, j, v in self._writers.get((rank, sig), ()))
+        return tuple(map(self._writers[rank].get, signals, repeat(())))
 
     def window_puts(self, rank: int, lo: int, hi: int, tag: int) -> tuple:
         if self._puts is None:
@@ -227,17 +239,36 @@ def _ref(r, p: int, w: int) -> tuple:
     return ((r.rank - p) % w, r.buffer, tails.grid(r))
 
 
+def _refs(refs: tuple, p: int, w: int) -> tuple:
+    """What :func:`_ref` gives for each of ``refs``; many Refs into one buffer (a rack's
+    broadcast or reduction: W of them) as one (ranks, widths) pair, built by C-level maps
+    (the same facts, so shapes are equal exactly when they were)."""
+    if len(refs) > _WIDE:
+        bufs = set(map(_BUFFER, refs))
+        if len(bufs) == 1 and "packets" not in bufs:
+            rel = tuple([(q - p) % w for q in map(_RANK, refs)])
+            grids = tuple(map(_GRID.__getitem__, [o & 15 for o in map(_OFFSET, refs)]))
+            return (_WIDE_TAG, bufs.pop(), rel, grids)
+    return tuple([_ref(r, p, w) for r in refs])
+
+
+_WIDE = 8
+_WIDE_TAG = "wide"
+_GRID = [16 if m == 0 else 4 if m % 4 == 0 else 2 if m % 2 == 0 else 1 for m in range(16)]
+"""tails.grid of an offset by its value mod 16 (outside the packets buffer)."""
+_RANK, _BUFFER, _OFFSET = attrgetter("rank"), attrgetter("buffer"), attrgetter("offset")
+
+
 def _shape(ins, p: int, ctx: _Context, light: bool = False) -> tuple:
     """What the engine's timing of ``ins`` on rank ``p`` depends on: ranks relative to
     ``p``, and of offsets only what the engine charges for (:mod:`purlin.sim.tails`)."""
     w = ctx.w
     t = type(ins)
     if t is Copy:
-        return (0, _ref(ins.src, p, w), tuple(_ref(d, p, w) for d in ins.dsts), ins.nbytes, ins.atom,
+        return (0, _ref(ins.src, p, w), _refs(ins.dsts, p, w), ins.nbytes, ins.atom,
                 tails.aligns_first(ins, ctx.cal))
     if t is Reduce:
-        return (1, tuple(_ref(r, p, w) for r in ins.srcs), tuple(_ref(d, p, w) for d in ins.dsts),
-                ins.nbytes, ins.atom)
+        return (1, _refs(ins.srcs, p, w), _refs(ins.dsts, p, w), ins.nbytes, ins.atom)
     if t is PutPackets:   # where the put lands is the reader's affair: window_puts
         return (2, _ref(ins.src, p, w), (ins.dst.rank - p) % w, ins.nbytes, ins.value)
     if t is Notify:       # which signal it sets is the waiter's affair: flag_writers
@@ -245,7 +276,7 @@ def _shape(ins, p: int, ctx: _Context, light: bool = False) -> tuple:
     if t is Wait:
         if light:
             return (4, ins.value, len(ins.signals))
-        return (4, ins.value, tuple(ctx.flag_writers(p, sig) for sig in ins.signals))
+        return (4, ins.value, ctx.flag_writers(p, ins.signals))
     if t is WaitPackets:
         if ins.src.rank != p:   # a remote window gets no mirrored puts: never periodic
             return (7, object())

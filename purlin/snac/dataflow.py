@@ -7,6 +7,7 @@ reduce groups), so a new collective needs no planner code. Sync is added afterwa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Iterator
 
 from purlin.errors import PlanError
@@ -265,15 +266,33 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
     items: list[tuple[int, str, tuple[Ref, ...], tuple[Ref, ...], int]] = []
     world = c.world
     if not c.is_reduce:
+        # a rack's broadcast names ~W holders per chunk: their ranks and offsets (in the
+        # order the source serves them) are found once per block, and each chunk's Refs
+        # are made by a C-level map over them
+        served: dict[int, tuple[list[int], list[int]]] = {}
         for g, off, n in _copy_items(gs, chunk, world):
             src = g.sources[0]
-            items.append((src.rank, "copy", (_in(src, off),),
-                          tuple(_out(h, off) for h in _holders(g, world, rotated)), n))
+            got = served.get(id(g))
+            if got is None:
+                hs = _holders(g, world, rotated)
+                got = served[id(g)] = ([h.rank for h in hs], [h.offset for h in hs])
+            ranks, bases = got
+            dsts = tuple(map(Ref, ranks, repeat("output"), [b + off for b in bases]))
+            items.append((src.rank, "copy", (_in(src, off),), dsts, n))
     else:
+        placed: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
         for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
-            holders = g.holders if algorithm == "two_shot" else (owner,)
-            items.append((owner.rank, "reduce", tuple(_in(s, off) for s in g.sources),
-                          tuple(_out(h, off) for h in holders), n))
+            got = placed.get(id(g))
+            if got is None:   # as for copies: each block's ranks and offsets found once
+                got = placed[id(g)] = ([s.rank for s in g.sources], [s.offset for s in g.sources],
+                                       [h.rank for h in g.holders], [h.offset for h in g.holders])
+            sr, so, hr, ho = got
+            srcs = tuple(map(Ref, sr, repeat("input"), [b + off for b in so]))
+            if algorithm == "two_shot":
+                dsts = tuple(map(Ref, hr, repeat("output"), [b + off for b in ho]))
+            else:
+                dsts = (_out(owner, off),)
+            items.append((owner.rank, "reduce", srcs, dsts, n))
     role = "reduce" if c.is_reduce else "push"
     if not spread:
         pool = "consumer" if c.is_reduce else "put"

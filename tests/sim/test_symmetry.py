@@ -4,6 +4,8 @@ one rank or one GPU, sends the engine back to every rank."""
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from purlin.errors import Deadlock, PurlinError
 from purlin.sim import simulate
@@ -190,3 +192,31 @@ def test_a_switch_with_direct_links_beside_it_is_checked_route_by_route():
     s = plan(library.from_size("all_to_all", 4, 1 << 20), topo, dict(ROT, regime="direct"))
     full, sym = _both(s, topo)
     assert sym.time_us == full.time_us and full.stats["period"] == 4
+
+
+_BUFS = st.sampled_from(["output", "input", "packets"])
+_REFS = st.one_of(
+    _BUFS.flatmap(lambda buf: st.lists(st.builds(Ref, st.integers(0, 11), st.just(buf), st.sampled_from([0, 4, 16])),
+                                       min_size=7, max_size=12)),
+    st.lists(st.builds(Ref, st.integers(0, 11), _BUFS, st.integers(0, 40)), max_size=12))
+
+
+_CHANGES = st.sampled_from([None, "offset", "rank", "buffer"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(_REFS, st.integers(0, 11), st.integers(0, 11), _CHANGES, st.integers(0, 11))
+def test_wide_refs_compare_as_their_refs_do(a, p, d, change, at):
+    """A rack's instruction names ~W Refs; the shape keeps them as (ranks, widths) when
+    they share a buffer. Two lists (one the other's rotation by ``d`` ranks, one Ref
+    maybe changed) get equal shapes exactly when their Refs, taken one by one relative
+    to their ranks, are alike."""
+    from purlin.sim.symmetry import _ref, _refs
+    b = [Ref((r.rank + d) % 12, r.buffer, r.offset) for r in a]
+    if b and change:
+        r = b[at % len(b)]
+        b[at % len(b)] = Ref(r.rank + (change == "rank"), "staging" if change == "buffer" else r.buffer,
+                             r.offset + 4 * (change == "offset"))
+    q = (p + d) % 12
+    one_by_one = tuple(_ref(r, p, 12) for r in a) == tuple(_ref(r, q, 12) for r in b)
+    assert (_refs(tuple(a), p, 12) == _refs(tuple(b), q, 12)) is one_by_one

@@ -3,6 +3,8 @@ long way plans."""
 import gc
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from purlin.sim import simulate
 from purlin.snac import Policy, plan, sync
@@ -95,3 +97,55 @@ def test_a_phase_leaves_what_it_built_old_and_a_callers_frozen_objects_frozen():
     finally:
         gc.unfreeze()
         gc.enable() if was else gc.disable()
+
+
+_OUT_REF = st.builds(Ref, st.integers(0, 3), st.just("output"), st.integers(0, 64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(_OUT_REF, min_size=1, max_size=5), st.integers(1, 24)), min_size=1, max_size=6))
+def test_write_once_is_pairwise_disjointness(stores):
+    """Broadcasts (several output stores, listed in bulk) and single stores alike: the
+    outputs are written once exactly when no two stores to one rank overlap."""
+    inp = Ref(0, "input", 0)
+    ops = [_op(0, [inp], dsts, n) for dsts, n in stores]
+    spans = [(r.rank, r.offset, r.offset + n) for dsts, n in stores for r in dsts]
+    disjoint = not any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2]
+                       for j, x in enumerate(spans) for y in spans[j + 1:])
+    assert _write_once(ops, "output") is disjoint
+
+
+def _fences_touch_by_touch(touches, ordered, world, collect, where, deps, end, fenced):
+    """What ``fence="gather"`` does one touch at a time (the reference for the rows)."""
+    for rank, cta, owner, i, by_user in touches.items():
+        if by_user or not ordered[rank, owner]:
+            g = collect.get(rank)
+            if g is None:
+                g = collect[rank] = len(where)
+                where.append((rank, 0))
+            deps[end[owner]].add(g)
+            fenced[g].append(i)
+
+
+WIDE = [("all_gather", 16, 1 << 16), ("all_reduce", 16, 1 << 16), ("all_to_all", 8, 1 << 15),
+        ("reduce_scatter_v", 5, 5 << 12), ("all_gather", 72, 1 << 20)]
+SYNC = [dict(regime="direct", start="gate", fence="gather"), dict(regime="direct", start="cta", fence="cta"),
+        dict(regime="direct", fence="rank"), dict(regime="throughput", fence="gather"),
+        dict(regime="latency", start="gate", fence="gather")]
+
+
+@pytest.mark.parametrize("name,world,size", WIDE)
+@pytest.mark.parametrize("how", SYNC, ids=lambda h: "-".join(h.values()))
+def test_bulk_touches_and_gathered_fences_plan_as_touch_by_touch(name, world, size, how, monkeypatch):
+    """A wide op's user-buffer touches (all of one rank's input, or all outputs) are
+    recorded in bulk, and gathered fences row by row: the same programs as the per-Ref
+    loops give."""
+    topo = load_topology("gb200-nvl72") if world == 72 else minimal(world)
+    c = library.from_size(name, world, size)
+    pol = Policy(**how)
+    fast = plan(c, topo, pol, check=world <= 16)
+    monkeypatch.setattr(sync, "_gather_fences", _fences_touch_by_touch)
+    monkeypatch.setattr(sync, "_INPUT", {"never"})   # no op qualifies for the bulk path
+    monkeypatch.setattr(sync, "_OUTPUT", {"never"})
+    slow = plan(c, topo, pol, check=False)
+    assert to_json(fast) == to_json(slow)
