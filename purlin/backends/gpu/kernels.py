@@ -85,10 +85,17 @@ def for_device(device: int) -> DeviceKernels:
         mod.load(cubin)
         names = [k for k in atomset.KERNELS if atoms.tma or k != "snac_run_tma"]
         fns = {n: mod.get_function(n) for n in names}
+        if "snac_run_tma" in fns:   # its stage buffers and the refs' static arrays pass the
+            # 48 KiB a kernel gets without asking: ask, or no CTA of it fits an SM
+            cp.cuda.driver.funcSetAttribute(fns["snac_run_tma"].ptr, _MAX_DYNAMIC_SMEM, TMA_SMEM)
         occ = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
         per_sm = {n: occ(fns[n].ptr, atomset.THREADS, TMA_SMEM if n == "snac_run_tma" else 0) for n in names}
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         return DeviceKernels(device, atoms, mod, fns, props["multiProcessorCount"], per_sm, name)
+
+
+_MAX_DYNAMIC_SMEM = 8
+"""CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (cuda.h)."""
 
 
 def i64(x) -> np.int64:

@@ -334,3 +334,19 @@ def test_a_world_refuses_a_schedule_planned_for_another_topology(cp):
     w.synchronize()
     assert all(float(o.view(cp.float32)[:1024].sum()) == 1024.0 and
                float(o.view(cp.float32)[1024:].sum()) == 2048.0 for o in outs)
+
+
+@pytest.mark.parametrize("name", ("all_gather", "all_to_all", "all_gather_v"))
+def test_the_bulk_copy_atom_runs(cp, name):
+    """The ``tma`` Atom's kernel (bulk copies through shared memory, sm_90+) fits an SM
+    with its stage buffers: a plan that asks for it runs, every byte checked. Its 32 KiB
+    of dynamic shared memory and the refs' static arrays pass 48 KiB, so the kernel must
+    ask for more; without that no CTA of it was co-resident and every such plan was
+    refused."""
+    from purlin.backends.gpu import kernels
+    k = kernels.for_device(cp.cuda.Device().id)
+    if not k.atoms.tma:
+        pytest.skip(f"{k.atoms.name} has no bulk-copy engine (sm_90+)")
+    assert k.blocks_per_sm["snac_run_tma"] >= 1
+    c = library.from_size(name, 8, 4 << 20, "fp32", seed=5)
+    _run_and_check(cp, world(8), c, Policy(regime="direct", atom="tma"))
