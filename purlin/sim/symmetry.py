@@ -26,12 +26,11 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
 
 from purlin.sim import tails
 from purlin.sim.calibration import Calibration
 from purlin.sim.fabric import Fabric, FlowSpec
-from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
+from purlin.snac.ir import REF_BUFFER, REF_OFFSET, REF_RANK, Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
 from purlin.sim.packets import fused_positions
 from purlin.topology import Topology, route
 
@@ -244,10 +243,10 @@ def _refs(refs: tuple, p: int, w: int) -> tuple:
     broadcast or reduction: W of them) as one (ranks, widths) pair, built by C-level maps
     (the same facts, so shapes are equal exactly when they were)."""
     if len(refs) > _WIDE:
-        bufs = set(map(_BUFFER, refs))
+        bufs = set(map(REF_BUFFER, refs))
         if len(bufs) == 1 and "packets" not in bufs:
-            rel = tuple([(q - p) % w for q in map(_RANK, refs)])
-            grids = tuple(map(_GRID.__getitem__, [o & 15 for o in map(_OFFSET, refs)]))
+            rel = tuple([(q - p) % w for q in map(REF_RANK, refs)])
+            grids = tuple(map(_GRID.__getitem__, [o & 15 for o in map(REF_OFFSET, refs)]))
             return (_WIDE_TAG, bufs.pop(), rel, grids)
     return tuple([_ref(r, p, w) for r in refs])
 
@@ -256,7 +255,6 @@ _WIDE = 8
 _WIDE_TAG = "wide"
 _GRID = [16 if m == 0 else 4 if m % 4 == 0 else 2 if m % 2 == 0 else 1 for m in range(16)]
 """tails.grid of an offset by its value mod 16 (outside the packets buffer)."""
-_RANK, _BUFFER, _OFFSET = attrgetter("rank"), attrgetter("buffer"), attrgetter("offset")
 
 
 def _shape(ins, p: int, ctx: _Context, light: bool = False) -> tuple:

@@ -24,6 +24,7 @@ program order. Values are >= 1 and < ``epoch_stride``.
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
+from operator import attrgetter
 from typing import Any, Iterator, Union
 
 SCHEMA_VERSION = 3
@@ -92,6 +93,10 @@ class Ref:
 
     def __str__(self) -> str:
         return f"{self.buffer}[{self.rank}]+{self.offset}"
+
+
+REF_RANK, REF_BUFFER, REF_OFFSET = attrgetter("rank"), attrgetter("buffer"), attrgetter("offset")
+"""A Ref's fields as functions, for C-level maps over a rack's ~W Refs of one instruction."""
 
 
 @quick_init

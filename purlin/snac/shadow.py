@@ -16,20 +16,19 @@ buffer is an :class:`~purlin.snac.intervals.IntervalMap` of cells
 from __future__ import annotations
 
 from array import array
-from operator import attrgetter, lt
-from typing import Callable
+from operator import lt
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from purlin.errors import ScheduleError
 from purlin.snac.clocks import Clocks
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import Ref
+from purlin.snac.ir import REF_BUFFER, REF_OFFSET, REF_RANK, Ref
 
 Terms = tuple[tuple[int, int], ...]
 _WIDE = 8
 """From this many destinations on, a store's deferred output writes are one record."""
-_RANK, _BUFFER, _OFFSET = attrgetter("rank"), attrgetter("buffer"), attrgetter("offset")
 _OUTPUT = {"output"}
 _RANKS, _RANK_DTYPE = "H", np.uint16
 """A wide record's ranks, 2 bytes each (so a world is at most 65,536 ranks here)."""
@@ -66,6 +65,23 @@ class _Writes:
         return ((self.a[x], self.b[x], self.terms[x], self.k[x], self.i[x]) for x in order)
 
 
+class _Record(NamedTuple):
+    """One wide store's deferred writes: the piece ``[at + start, at + start + nbytes)``
+    as read, stored at each destination's offset plus ``start``."""
+
+    seq: int                   # walk position (shared with the per-rank lists' rows)
+    k: int                     # program
+    i: int                     # instruction
+    dsts: tuple                # the instruction's own destination Refs
+    start: int
+    nbytes: int
+    terms: Terms               # contents as read at ``at``
+    moved: Terms | None        # contents at the destinations, when they share one offset
+    at: int
+    ranks: array               # the destinations' ranks, 16 bits each
+    offset: int | None         # the destinations' one offset, or None
+
+
 class _Broadcasts:
     """Deferred output writes of wide stores, one record per instruction: its own tuple of
     destinations, where the piece sits relative to them, and its contents (shifted once
@@ -78,29 +94,27 @@ class _Broadcasts:
     __slots__ = ("recs", "_by_rank", "_starts", "_ends", "_rec", "_moved")
 
     def __init__(self) -> None:
-        # (seq, program, instruction, dsts, start - at, nbytes, terms, shifted or None, at,
-        #  ranks, the one offset of every destination or None)
-        self.recs: list[tuple] = []
+        self.recs: list[_Record] = []
         self._by_rank: dict[int, np.ndarray] | None = None
 
     def spread(self) -> None:
         """Each rank's entries, once the walk is over: positions into flat columns."""
         recs = self.recs
-        lens = [len(r[3]) for r in recs]
+        lens = [len(r.dsts) for r in recs]
         total = sum(lens)
-        ranks = np.concatenate([np.frombuffer(r[9], _RANK_DTYPE) for r in recs]) if recs else np.zeros(0, _RANK_DTYPE)
+        ranks = np.concatenate([np.frombuffer(r.ranks, _RANK_DTYPE) for r in recs]) if recs else np.zeros(0, _RANK_DTYPE)
         self._rec = np.repeat(np.arange(len(recs), dtype=np.int64), lens)
         # a record with one offset (an AllGather's) starts every entry there; the others
         # are read Ref by Ref
-        one = np.array([r[10] if r[10] is not None else 0 for r in recs], np.int64)
-        self._starts = (one + np.array([r[4] for r in recs], np.int64)).take(self._rec)
+        base = np.array([(r.offset or 0) + r.start for r in recs], np.int64)
+        self._starts = base.take(self._rec)
         at = 0
         for r, m in zip(recs, lens):
-            if r[10] is None:
-                self._starts[at:at + m] += np.fromiter(map(_OFFSET, r[3]), np.int64, m)
+            if r.offset is None:
+                self._starts[at:at + m] += np.fromiter(map(REF_OFFSET, r.dsts), np.int64, m)
             at += m
-        self._ends = self._starts + np.array([r[5] for r in recs], np.int64).take(self._rec)
-        moved = [r[7] for r in recs]
+        self._ends = self._starts + np.array([r.nbytes for r in recs], np.int64).take(self._rec)
+        moved = [r.moved for r in recs]
         self._moved = moved if None not in moved else None
         order = np.argsort(ranks, kind="stable")   # (16-bit keys: a radix sort)
         sr = ranks.take(order)
@@ -121,10 +135,8 @@ class _Broadcasts:
         terms = []
         for rec, start in zip(recs, starts.tolist()):
             r = self.recs[rec]
-            terms.append(r[7] if r[7] is not None else shift(r[6], start - r[4] - r[8]))
+            terms.append(r.moved if r.moved is not None else shift(r.terms, start - r.start - r.at))
         return starts, self._ends.take(pos), terms
-
-
 
 
 class Shadow:
@@ -213,17 +225,17 @@ class Shadow:
         :meth:`_store`."""
         deferred, maps, shift, defer = self.deferred, self.maps, self.shift, self.defer
         one = got[0] if len(got) == 1 else None
-        if defer and one is not None and len(dsts) > _WIDE and set(map(_BUFFER, dsts)) == _OUTPUT:
+        if defer and one is not None and len(dsts) > _WIDE and set(map(REF_BUFFER, dsts)) == _OUTPUT:
             try:
-                ranks = array(_RANKS, map(_RANK, dsts))
+                ranks = array(_RANKS, map(REF_RANK, dsts))
             except OverflowError:   # a rank past 16 bits: listed one by one below
                 ranks = None
             if ranks is not None and self.live.isdisjoint(ranks):   # to deferred outputs: one record
-                offs = set(map(_OFFSET, dsts))
+                offs = set(map(REF_OFFSET, dsts))
                 off = offs.pop() if len(offs) == 1 else None
                 moved = shift(one[2], off - at) if off is not None else None
-                self.wide.recs.append((self._seq, k, i, dsts, one[0] - at, one[1] - one[0], one[2], moved, at,
-                                       ranks, off))
+                self.wide.recs.append(_Record(self._seq, k, i, dsts, one[0] - at, one[1] - one[0], one[2],
+                                              moved, at, ranks, off))
                 self._seq += 1
                 return
         last, moved = None, None   # a broadcast's stores mostly share one shift: found once
@@ -255,13 +267,13 @@ class Shadow:
         """Move the wide records into the per-rank lists (an output is read during the
         walk: its writes so far are replayed in walk order, see :meth:`_undefer`)."""
         recs, self.wide = self.wide.recs, _Broadcasts()
-        for seq, k, i, dsts, start, n, terms, moved, at, _, _ in recs:
-            for d in dsts:
+        for r in recs:
+            for d in r.dsts:
                 lst = self.deferred.get(d.rank)
                 if lst is None:
                     lst = self.deferred[d.rank] = _Writes()
-                t = moved if moved is not None else self.shift(terms, d.offset - at)
-                lst.add(d.offset + start, d.offset + start + n, t, k, i, seq)
+                t = r.moved if r.moved is not None else self.shift(r.terms, d.offset - r.at)
+                lst.add(d.offset + r.start, d.offset + r.start + r.nbytes, t, r.k, r.i, r.seq)
 
     def _store(self, k: int, i: int, r: Ref, pieces: list[tuple[int, int, Terms]]) -> None:
         """A write into a shadowed buffer: never an input's, and never over bytes whose

@@ -33,14 +33,14 @@ from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
 from typing import Iterator
 
 import numpy as np
 
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets, quick_init
+from purlin.snac.ir import (REF_BUFFER, REF_OFFSET, REF_RANK, Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref,
+                             Wait, WaitPackets, quick_init)
 
 USER = ("input", "output")
 
@@ -122,7 +122,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     rank_of = [w[0] for w in where]
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
     # when remote (no writer, and no later write to order after it)
-    inputs_read_only = not any("input" in map(_BUFFER, o.dsts) for o in ops)
+    inputs_read_only = not any("input" in map(REF_BUFFER, o.dsts) for o in ops)
     # outputs nobody reads, each byte written once (direct plans): a write there only
     # needs the owner's start when remote, so no shadow map is kept for them
     outputs_write_once = _write_once(ops, "output")
@@ -135,10 +135,10 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
         srcs, dsts = op.srcs, op.dsts
         # a rack's reduction reads every rank's input, its broadcast stores to every
         # rank's output: user buffers that need only their owners' starts, done in bulk
-        if inputs_read_only and len(srcs) > 1 and set(map(_BUFFER, srcs)) == _INPUT:
+        if inputs_read_only and len(srcs) > 1 and set(map(REF_BUFFER, srcs)) == _INPUT:
             _touch_users(srcs, op.rank, i, dep, start, last, mark)
             srcs = ()
-        if outputs_write_once and len(dsts) > 1 and set(map(_BUFFER, dsts)) == _OUTPUT:
+        if outputs_write_once and len(dsts) > 1 and set(map(REF_BUFFER, dsts)) == _OUTPUT:
             _touch_users(dsts, op.rank, i, dep, start, last, mark)
             dsts = ()
         for ref in srcs:
@@ -238,14 +238,13 @@ def _touch_users(refs: tuple[Ref, ...], rank: int, i: int, dep: set[int], start:
     """Op ``i`` of ``rank`` touches the user buffers ``refs`` that no op of the call writes
     (an input) or reads (an output): each remote one needs only its owner's start, and
     is the CTA's latest touch of that peer (what the per-Ref loop records, in bulk)."""
-    peers = [q for q in map(_RANK, refs) if q != rank]
+    peers = [q for q in map(REF_RANK, refs) if q != rank]
     dep.update(map(start.__getitem__, peers))
     for q in peers:
         last[q] = i
         mark[q] = _USER
 
 
-_RANK, _BUFFER, _OFFSET = attrgetter("rank"), attrgetter("buffer"), attrgetter("offset")
 _INPUT, _OUTPUT = {"input"}, {"output"}
 
 
@@ -302,8 +301,8 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
 def _write_once(ops: list[Op], buffer: str) -> bool:
     """Whether no op reads ``buffer`` and no two op writes (nor two stores of one op)
     overlap there; puts (packet stores) do not count as writes of it."""
-    if any(buffer in map(_BUFFER, o.srcs) for o in ops) or any(
-            o.kind == "put" and buffer in map(_BUFFER, o.dsts) for o in ops):
+    if any(buffer in map(REF_BUFFER, o.srcs) for o in ops) or any(
+            o.kind == "put" and buffer in map(REF_BUFFER, o.dsts) for o in ops):
         return False
     # three arrays, not a tuple per store: a rack's broadcast AllGather stores to ~W
     # destinations per Copy, and the tuples were the peak of planning it; a broadcast's
@@ -312,9 +311,9 @@ def _write_once(ops: list[Op], buffer: str) -> bool:
     only = {buffer}
     for o in ops:
         ds = o.dsts
-        if len(ds) > 1 and set(map(_BUFFER, ds)) == only:
-            rank.extend(map(_RANK, ds))
-            lo.extend(map(_OFFSET, ds))
+        if len(ds) > 1 and set(map(REF_BUFFER, ds)) == only:
+            rank.extend(map(REF_RANK, ds))
+            lo.extend(map(REF_OFFSET, ds))
             size.extend(repeat(o.nbytes, len(ds)))
             continue
         for r in ds:
