@@ -12,7 +12,9 @@ and the phase times; a ``summary`` per topology (geometric mean, range, points w
 new rules lose by more than 1%).
 
 Run: ``python benchmarks/generic_rules.py --baseline 52df19d --jobs 2`` (the racks), or
-``--topologies h200-loopback,b200-loopback --out generic_rules_loopback.json``.
+``--topologies h200-loopback,b200-loopback --out generic_rules_loopback.json``; a rule for
+some collectives only: ``--collectives all_gather,all_gather_v --sizes 1M:1G:4`` (the
+sizes for every topology named).
 """
 from __future__ import annotations
 
@@ -24,13 +26,15 @@ from pathlib import Path
 from common import write
 from sim_point import baseline_checkout, measure_all
 
+from purlin.cliargs import sizes_option
 from purlin.spec.library import PURLIN_SEVEN as SEVEN
 
 SIZES = {"gb200-nvl72": [1 << e for e in range(20, 31, 2)],          # 1 MiB .. 1 GiB, x4
          "rubin-nvl144": [1 << 18, 1 << 20, 1 << 24],                     # 256 KiB .. 16 MiB
          # loopback worlds (W=8) past their tables' 256 KiB: 1 MiB .. 1 GiB, x4
          "h200-loopback": [1 << e for e in range(20, 31, 2)],
-         "b200-loopback": [1 << e for e in range(20, 31, 2)]}
+         "b200-loopback": [1 << e for e in range(20, 31, 2)],
+         "rubin-ultra-nvl576": [1 << e for e in range(22, 29, 2)]}                # 4 MiB .. 256 MiB
 
 
 def _budget(name: str) -> dict:
@@ -63,9 +67,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a point may take")
     ap.add_argument("--out", default="generic_rules.json", help="result file name under benchmarks/results")
+    ap.add_argument("--collectives", default=",".join(SEVEN), help="comma-separated (default: the seven)")
+    ap.add_argument("--sizes", help="FROM:TO[:FACTOR] for every topology named (default: each one's own)")
     args = ap.parse_args()
+    sizes = sizes_option("--sizes", args.sizes) if args.sizes else None
     points = [{"topology": t, "collective": c, "size": s, **_budget(t)}
-              for t in args.topologies.split(",") for c in SEVEN for s in SIZES[t]]
+              for t in args.topologies.split(",") for c in args.collectives.split(",") for s in sizes or SIZES[t]]
     with tempfile.TemporaryDirectory() as tmp:
         old = baseline_checkout(args.baseline, Path(tmp))
         before = measure_all(points, args.jobs, root=old, timeout_s=args.timeout)
@@ -79,7 +86,7 @@ def main() -> None:
         rows.append(row)
         print(f"{p['topology']:>14} {p['collective']:>16} {p['size']:>11}: "
               + (f"{b.get('time_us', b.get('error'))} -> {a.get('time_us', a.get('error'))}"))
-    write(args.out, {"baseline": args.baseline, "jobs": args.jobs,
+    write(args.out, {"baseline": args.baseline, "jobs": args.jobs, "collectives": args.collectives.split(","),
                                  "summary": summarize(rows), "points": rows})
 
 

@@ -96,10 +96,13 @@ def _fit_handshakes(c: Collective, topology: Topology, pol: Policy, source: dict
 def generic(c: Collective, topology: Topology, cta_budget: int, base: Policy | None = None) -> Policy:
     """The generic rules' policy for ``c`` on ``topology``, the ``auto`` fields of ``base``
     filled (no table consulted): sized by the largest buffer of any rank, a direct copy
-    split by the most input bytes a rank holds."""
-    nbytes = max(max(c.input.nbytes(r), c.output.nbytes(r)) for r in range(c.world))
-    read = max(c.input.nbytes(r) for r in range(c.world))
-    return codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, base or Policy(), read)
+    split by the most input bytes a rank holds; its fanout is all output bytes over all
+    input bytes (a copy stores each input byte that many times on average)."""
+    ins = [c.input.nbytes(r) for r in range(c.world)]
+    outs = [c.output.nbytes(r) for r in range(c.world)]
+    nbytes = max(max(ins), max(outs))
+    return codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, base or Policy(), max(ins),
+                    sum(outs) / max(1, sum(ins)))
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,

@@ -227,6 +227,12 @@ class Traits:
         (Purlin's reader-floor rule), at least 1."""
         return max(1, math.ceil(0.8 * self.link_gbps / max(self.per_sm_gbps, 1e-9)))
 
+    @property
+    def link_ctas(self) -> int:
+        """CTAs whose NVLink rates add up to twice a rank's link bandwidth (the headroom
+        covers each CTA's gaps between instructions), at least 1."""
+        return max(1, math.ceil(2 * self.link_gbps / max(self.per_sm_gbps, 1e-9)))
+
 
 def traits(topology) -> Traits:
     """Read :class:`Traits` off a Topology.
@@ -289,12 +295,17 @@ def latency_max_nbytes(name: str, world: int, t: Traits, is_reduce: bool) -> flo
     return 2 * t.bdp_nbytes / per_byte
 
 
-def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False) -> tuple[int, int]:
+def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False,
+           broadcast: bool = False) -> tuple[int, int]:
     """CTAs per role (put, consumer). Latency: the reader floor pushes, twice that
     unpacks; throughput: twice the floor stages and the consumers, split evenly over the
     W - 1 peers, pull at four times it; direct: all of the budget but one CTA to the one
     role that works (a zero-copy move is bound by each CTA's rate; copies run on the put
-    CTAs, reductions on the consumer CTAs), one to the other."""
+    CTAs, reductions on the consumer CTAs), one to the other. A direct ``broadcast`` (each
+    input byte stored to several ranks) across GPUs takes at most
+    :attr:`Traits.link_ctas` put CTAs: each of its stores goes to every holder at once, so
+    that many fill the links, and every further CTA adds a handshake with each peer (about
+    4 W^2 C flags in all) and nothing else."""
     f = t.reader_floor
     if regime == "latency":
         return f, 2 * f
@@ -302,7 +313,11 @@ def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False) -> 
         peers = max(1, t.world - 1)
         return 2 * f, -(-4 * f // peers) * peers
     working = max(1, cta_budget - 1)
-    return (1, working) if is_reduce else (working, 1)
+    if is_reduce:
+        return 1, working
+    if broadcast and not t.shared_memory:
+        working = min(working, t.link_ctas)
+    return working, 1
 
 
 def _chunk_max(nbytes: int, t: Traits) -> int:
@@ -315,7 +330,7 @@ def _chunk_max(nbytes: int, t: Traits) -> int:
 
 def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64,
              is_reduce: bool = False, base: Policy | None = None,
-             read_nbytes: int | None = None) -> Policy:
+             read_nbytes: int | None = None, fanout: float = 1.0) -> Policy:
     """Fill the ``auto`` fields of ``base`` for a collective of ``nbytes`` per rank
     (largest buffer) on a topology with traits ``t``: the generic rules.
 
@@ -333,7 +348,12 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     are shrunk, the larger role first. ``read_nbytes``: the most input
     bytes a rank holds (default ``nbytes``); a direct copy splits those over its CTAs,
     since each input byte is read once and stored to every holder (an AllGather's block,
-    not its W times larger output).
+    not its W times larger output). ``fanout``: the ranks each input byte is stored to,
+    on average (an AllGather's W); from 2 on, a direct copy across GPUs is a broadcast:
+    it takes the CTAs that fill the links (:func:`_roles`), and where a CTA's share
+    exceeds the largest chunk, chunks that give every CTA as many (gb200-nvl72's
+    AllGatherV of 1 GiB: 34 chunks of 2 MiB on 30 CTAs would leave 4 CTAs a second round
+    at a CTA's rate, where 60 smaller ones run two full rounds at the links' rate).
 
     Examples
     --------
@@ -361,7 +381,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"
-    put_default, cons_default = _roles(regime, t, cta_budget, is_reduce)
+    put_default, cons_default = _roles(regime, t, cta_budget, is_reduce, fanout >= 2)
     put = base.put_ctas or put_default
     cons = base.consumer_ctas or cons_default
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
@@ -377,6 +397,10 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
     if regime == "direct" and t.shared_memory and share > 0:
         hi = max(hi, 1 << (share.bit_length() - 1))   # one GPU: a CTA's share, aligned
+    broadcast = regime == "direct" and not is_reduce and fanout >= 2 and not t.shared_memory
+    if broadcast and share > hi:   # as many chunks on every put CTA (no last round on a few)
+        share = -(-split // (ways * -(-share // hi)) // base.align) * base.align
+        hi = share
     chunk = base.chunk_nbytes or min(max(lo, share), hi, base.staging_nbytes // 2 // base.align * base.align)
     chunk = -(-chunk // base.align) * base.align
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first

@@ -60,8 +60,9 @@ def test_without_a_limit_the_later_stages_run():
 def test_the_search_starts_from_the_policy_plan_fills():
     """A structure's start is what ``plan`` fills for the same fixed fields, in the generic
     rules' notify order: a direct AllGather's chunk is a share of the 8 MiB block a rank
-    holds, over its 63 put CTAs, not of its 64 MiB output (eight times larger: most CTAs
-    had no chunk), and its peers are taken rotated."""
+    holds, over its put CTAs (a broadcast: the 17 that fill 370 GB/s of links twice over at
+    46 GB/s a CTA), not of its 64 MiB output (eight times larger: most CTAs had no chunk),
+    and its peers are taken rotated."""
     from purlin.snac import plan
     from purlin.spec import library
     topo = load_topology("hgx-h200-8")
@@ -70,8 +71,8 @@ def test_the_search_starts_from_the_policy_plan_fills():
     s = plan(library.from_size("all_gather", 8, 64 * MiB, "fp32"), topo, {**knobs, "notify_order": "rotated"},
              cta_budget=64, check=False)
     assert got == cd.compact(s.policy) and got["notify_order"] == "rotated"
-    assert (got["put_ctas"], got["consumer_ctas"]) == (63, 1)
-    assert got["chunk_nbytes"] == -(-(8 * MiB) // 63 // 16) * 16 == 133_168
+    assert (got["put_ctas"], got["consumer_ctas"]) == (17, 1)
+    assert got["chunk_nbytes"] == -(-(8 * MiB) // 17 // 16) * 16 == 493_456
 
 
 def test_the_notify_order_is_searched_for_copies_on_ranks_with_gpus_of_their_own():

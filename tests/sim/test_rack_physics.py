@@ -82,20 +82,25 @@ def test_allgather_256mib_spreads_over_four_ctas_so_time_grows_by_the_largest_ch
 def test_allgather_64mib_with_chunks_for_every_put_cta_is_eight_times_faster():
     c, _, slow = _all_gather(64 << 20)
     chunk = -(-c.input.nbytes(0) // 32 // 16) * 16                  # a block over 32 CTAs
-    _, _, fast = _all_gather(64 << 20, Policy(regime="direct", chunk_nbytes=chunk))
+    _, _, fast = _all_gather(64 << 20, Policy(regime="direct", chunk_nbytes=chunk, put_ctas=32))
     assert slow.time_us / fast.time_us > 8.0
     assert fast.busbw_gbps > 375.0
 
 
-def test_the_default_now_spreads_a_block_over_the_put_ctas():
-    """The generic rules split a rank's 0.93 MB block over 63 put CTAs (one CTA for the
-    idle consumer role): 16 KiB chunks, 57 of them per rank, 13x the old default."""
+def test_the_default_now_spreads_a_block_over_the_put_ctas_that_fill_the_links():
+    """The generic rules split a rank's 0.93 MB block over its put CTAs (one CTA for the
+    idle consumer role), and a broadcast takes as many as fill the links twice over: 30
+    at 720 GB/s and 48 GB/s a CTA. 30 chunks of 31,072 B per rank, 13x the old default;
+    the whole budget's 63 CTAs (16 KiB chunks) predicted 105.99 us, within 0.1%."""
     c, s, r = _all_gather(64 << 20, None)
-    assert (s.policy["regime"], s.policy["put_ctas"], s.policy["consumer_ctas"]) == ("direct", 63, 1)
-    assert s.policy["chunk_nbytes"] == 16 << 10 and -(-c.input.nbytes(0) // (16 << 10)) == 57
+    assert (s.policy["regime"], s.policy["put_ctas"], s.policy["consumer_ctas"]) == ("direct", 30, 1)
+    assert 30 * CAL.sm.cta_remote_gbps >= 2 * 720.0 > 29 * CAL.sm.cta_remote_gbps
+    assert s.policy["chunk_nbytes"] == 31072 and -(-c.input.nbytes(0) // 31072) == 30
     _, _, old = _all_gather(64 << 20)
-    # 106.64 us before the refit of 2026-12-05 (the kernel's cheaper start: 0.6 us less launch)
-    assert r.time_us == pytest.approx(105.99, rel=1e-3) and old.time_us / r.time_us > 13
+    assert r.time_us == pytest.approx(106.08, rel=1e-3) and old.time_us / r.time_us > 13
+    _, _, whole = _all_gather(64 << 20, Policy(regime="direct", put_ctas=63, consumer_ctas=1, fence="cta",
+                                               notify_order="rotated"))
+    assert whole.time_us == pytest.approx(105.99, rel=1e-3)
     assert r.busbw_gbps > 600.0
 
 

@@ -145,6 +145,16 @@ def test_a_schema_2_schedule_reads_as_the_same_plan_flag_for_flag():
     verify(v2)
 
 
+def test_the_planner_tells_the_rules_which_copies_broadcast():
+    """``generic`` passes all output bytes over all input bytes as the fanout: W for the
+    AllGathers (V too), 1 for the AllToAlls, whatever the split."""
+    from purlin.snac.planner import generic
+    nvl72 = load_topology("gb200-nvl72")
+    got = {name: generic(library.from_size(name, 72, 64 << 20), nvl72, 64).put_ctas
+           for name in ("all_gather", "all_gather_v", "all_to_all", "all_to_all_v")}
+    assert got == {"all_gather": 30, "all_gather_v": 30, "all_to_all": 63, "all_to_all_v": 63}
+
+
 def test_generic_rules_read_the_topology():
     """Without a table the rules read the topology: the latency regime while packets'
     flag bytes take less link time than two round trips (doubling the bandwidth doubles
@@ -171,6 +181,15 @@ def test_generic_rules_read_the_topology():
     # each rank reads its 8 MiB block once: split over the 63 put CTAs, not the 64 MiB output
     assert codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20).chunk_nbytes == 133168   # ceil(8 MiB / 63, 16 B)
     assert codesign("all_gather", 8, 1 << 30, t).chunk_nbytes == 2 << 20          # at most 512 chunks
+    # a broadcast (each input byte stored to 8 ranks) takes the CTAs that fill the links
+    # twice over, ceil(2 x 370 / 46) = 17, and splits a rank's block over those
+    assert t.link_ctas == 17
+    bcast = codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20, fanout=8)
+    assert (bcast.put_ctas, bcast.consumer_ctas, bcast.chunk_nbytes) == (17, 1, 493456)   # ceil(8 MiB / 17, 16 B)
+    assert codesign("all_gather", 8, 64 << 20, t, fanout=1.99).put_ctas == 63     # not a broadcast
+    assert codesign("all_reduce", 8, 64 << 20, t, is_reduce=True, fanout=8).consumer_ctas == 63
+    one_gpu = dataclasses.replace(t, shared_memory=True)                          # HBM, not links
+    assert codesign("all_gather", 8, 64 << 20, one_gpu, fanout=8).put_ctas == 63
     mesh = traits(load_topology("mesh-2d-16"))
     ring = codesign("all_gather", 16, 1 << 20, mesh)
     assert (ring.regime, ring.algorithm) == ("throughput", "ring")
