@@ -97,12 +97,13 @@ def generic(c: Collective, topology: Topology, cta_budget: int, base: Policy | N
     """The generic rules' policy for ``c`` on ``topology``, the ``auto`` fields of ``base``
     filled (no table consulted): sized by the largest buffer of any rank, a direct copy
     split by the most input bytes a rank holds; its fanout is all output bytes over all
-    input bytes (a copy stores each input byte that many times on average)."""
+    input bytes (a copy stores each input byte that many times on average); it is even
+    where all inputs, and all outputs, are one size."""
     ins = [c.input.nbytes(r) for r in range(c.world)]
     outs = [c.output.nbytes(r) for r in range(c.world)]
     nbytes = max(max(ins), max(outs))
     return codesign(c.name, c.world, nbytes, traits(topology), cta_budget, c.is_reduce, base or Policy(), max(ins),
-                    sum(outs) / max(1, sum(ins)))
+                    sum(outs) / max(1, sum(ins)), len(set(ins)) == 1 and len(set(outs)) == 1)
 
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,

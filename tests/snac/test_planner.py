@@ -147,12 +147,30 @@ def test_a_schema_2_schedule_reads_as_the_same_plan_flag_for_flag():
 
 def test_the_planner_tells_the_rules_which_copies_broadcast():
     """``generic`` passes all output bytes over all input bytes as the fanout: W for the
-    AllGathers (V too), 1 for the AllToAlls, whatever the split."""
+    AllGathers (V too), 1 for the AllToAlls, whatever the split; and whether the split
+    is even. The even AllToAll of 64 MiB: 72 blocks of one 1 MiB chunk each, two rounds
+    on 63 CTAs or on 36; its V form keeps the budget."""
     from purlin.snac.planner import generic
     nvl72 = load_topology("gb200-nvl72")
-    got = {name: generic(library.from_size(name, 72, 64 << 20), nvl72, 64).put_ctas
+    got = {name: generic(library.from_size(name, 72, 64 << 20), nvl72, 64)
            for name in ("all_gather", "all_gather_v", "all_to_all", "all_to_all_v")}
-    assert got == {"all_gather": 30, "all_gather_v": 30, "all_to_all": 63, "all_to_all_v": 63}
+    assert {k: p.put_ctas for k, p in got.items()} == {"all_gather": 30, "all_gather_v": 30, "all_to_all": 36,
+                                                        "all_to_all_v": 63}
+    assert got["all_to_all"].chunk_nbytes == 1 << 20
+
+
+def test_an_even_all_to_all_takes_the_fewest_ctas_for_its_rounds():
+    from purlin.snac.policy import _fewest_for_rounds
+    assert [_fewest_for_rounds(n, 63) for n in (72, 576, 288, 63, 64, 8, 1)] == [36, 58, 58, 63, 32, 8, 1]
+    for n in range(1, 300):
+        for c in (1, 7, 36, 63):
+            k = _fewest_for_rounds(n, c)
+            assert k <= c and -(-n // k) == -(-n // c)          # no more rounds
+            assert k == 1 or -(-n // (k - 1)) > -(-n // c)      # and no fewer CTAs would do
+    t = traits(load_topology("gb200-nvl72"))
+    mine = Policy(put_ctas=63)
+    assert codesign("all_to_all", 72, 64 << 20, t, base=mine).put_ctas == 63   # a caller's count stays
+    assert codesign("all_to_all", 72, 64 << 20, t, even=False).put_ctas == 63
 
 
 def test_generic_rules_read_the_topology():
@@ -173,10 +191,16 @@ def test_generic_rules_read_the_topology():
     big = codesign("all_reduce", 8, 256 << 10, t, is_reduce=True)
     assert (big.regime, big.algorithm, big.fence) == ("direct", "two_shot", "cta")
     assert (big.put_ctas, big.consumer_ctas) == (1, 63)          # the budget (64) on the reducers
-    wide = codesign("all_reduce", 2, 64 << 20, traits(multi_gpu_box(2)), cta_budget=132, is_reduce=True)
+    box = traits(multi_gpu_box(2))
+    wide = codesign("all_reduce", 2, 64 << 20, dataclasses.replace(box, in_switch_reduce=False), cta_budget=132,
+                    is_reduce=True)
     assert (wide.put_ctas, wide.consumer_ctas) == (1, 131)
-    copy = codesign("all_gather", 8, 64 << 20, t)
+    in_switch = codesign("all_reduce", 2, 64 << 20, box, cta_budget=132, is_reduce=True)
+    assert (in_switch.atom, in_switch.consumer_ctas) == ("switch", box.link_ctas)
+    copy = codesign("all_gather", 8, 64 << 20, t, even=False)
     assert (copy.put_ctas, copy.consumer_ctas) == (63, 1)                         # copies: put CTAs
+    # even, one block per holder: 8 blocks of 16 chunks, 3 rounds on 63 CTAs or on 43
+    assert codesign("all_to_all", 8, 64 << 20, t).put_ctas == 43
     assert copy.chunk_nbytes == 512 << 10                                         # BDP 333 KB -> 2^19
     # each rank reads its 8 MiB block once: split over the 63 put CTAs, not the 64 MiB output
     assert codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20).chunk_nbytes == 133168   # ceil(8 MiB / 63, 16 B)
@@ -186,7 +210,7 @@ def test_generic_rules_read_the_topology():
     assert t.link_ctas == 17
     bcast = codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20, fanout=8)
     assert (bcast.put_ctas, bcast.consumer_ctas, bcast.chunk_nbytes) == (17, 1, 493456)   # ceil(8 MiB / 17, 16 B)
-    assert codesign("all_gather", 8, 64 << 20, t, fanout=1.99).put_ctas == 63     # not a broadcast
+    assert codesign("all_gather", 8, 64 << 20, t, fanout=1.99, even=False).put_ctas == 63   # not a broadcast
     assert codesign("all_reduce", 8, 64 << 20, t, is_reduce=True, fanout=8).consumer_ctas == 63
     one_gpu = dataclasses.replace(t, shared_memory=True)                          # HBM, not links
     assert codesign("all_gather", 8, 64 << 20, one_gpu, fanout=8).put_ctas == 63
@@ -212,6 +236,13 @@ def test_generic_rules_reduce_in_the_switch_where_it_reduces():
         assert (p.regime, p.atom, p.notify_order) == ("direct", "sm", "rotated")
     chosen = codesign("all_reduce", 72, 1 << 20, t, is_reduce=True, base=Policy(regime="direct"))
     assert (chosen.atom, chosen.notify_order) == ("sm", "rank")   # a caller's choice: no rule on top
+    # in the switch a CTA's rate does not fall with W: an even reduction takes the CTAs
+    # that fill the links twice over (ceil(2 x 720 / 48) = 30); on the SM, or a V split
+    # (its largest shard's chunks), the budget less one
+    cons = {(name, size, even): codesign(name, 72, size, t, is_reduce=True, even=even).consumer_ctas
+            for name, size, even in (("all_reduce", 1 << 30, True), ("reduce_scatter", 16 << 20, True),
+                                     ("reduce_scatter", 64 << 20, True), ("reduce_scatter_v", 1 << 30, False))}
+    assert list(cons.values()) == [30, 30, 63, 63]
 
 
 def test_generic_rules_on_one_gpu_take_the_direct_regime():
