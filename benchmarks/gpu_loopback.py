@@ -225,7 +225,7 @@ def main(argv=None) -> dict:
                          "busbw_gbps": algbw * library.BUSBW_FACTOR[name](W), "wrong": bad,
                          "regime": sched.policy.get("regime"), "samples_us": samples})
             raw["sweep"][name] = rows
-        tables.append(nccl_table(rows, f"{name} W={W} loopback (one H200), auto policy"))
+        tables.append(nccl_table(rows, f"{name} W={W} loopback (one {doc['machine'].get('gpu', 'GPU')}), auto policy"))
         print(tables[-1])
 
     worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])

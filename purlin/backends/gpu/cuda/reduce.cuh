@@ -3,8 +3,23 @@
 #include "copy.cuh"
 
 // ---- reduce: sources in the given order, fp32 (int32) accumulation, one rounding -------
-// tags[s] != 0 marks source s as a packet window. The op is a run-time switch (uniform,
-// cheap next to the loads) so that each dtype needs one function, not four.
+// tags[s] != 0 marks source s as a packet window.
+// The op: the plain reduce loops and the spread sum take it as a template argument,
+// picked once per instruction by with_op. A run-time switch per element compiled to a
+// branch chain around every add: 974 instructions per iteration of the fp32 8-source
+// loop (2233 for bf16), where the loads and adds need about 90. The packet-source loops
+// and the narrow path keep the run-time switch (OP_RT): one copy of them, not four.
+#define OP_RT (-1)
+template <int N> struct OpC { enum { value = N }; };
+template <class F>
+__device__ __forceinline__ bool with_op(int op, F f) {
+  switch (op) {
+    case OP_ADD: return f(OpC<OP_ADD>());
+    case OP_MAX: return f(OpC<OP_MAX>());
+    case OP_MIN: return f(OpC<OP_MIN>());
+    default: return f(OpC<OP_MUL>());
+  }
+}
 template <typename A>
 __device__ __forceinline__ A apply(int op, A x, A y) {
   switch (op) {
@@ -13,6 +28,12 @@ __device__ __forceinline__ A apply(int op, A x, A y) {
     case OP_MIN: return fop<OP_MIN>(x, y);
     default: return fop<OP_MUL>(x, y);
   }
+}
+// x op y, with the op fixed at compile time (OP >= 0) or read at run time (OP_RT)
+template <int OP, typename A>
+__device__ __forceinline__ A combine(int op, A x, A y) {
+  if constexpr (OP == OP_RT) return apply(op, x, y);
+  else return fop<OP>(x, y);
 }
 
 // The slots of a spread packet reduce: one 16-byte vector per thread, one allocation per
@@ -24,12 +45,12 @@ __device__ __forceinline__ V16* spread_slots() {
 
 // Thread i < nv sums vector i over nsrc sources held in the slots (source s at s * nv),
 // in source order: the reduce loop's order and rounding.
-template <int DT>
-__device__ __forceinline__ void spread_sum(const V16* slot, int nsrc, int op, char* const* dsts, int ndst, i64 nv) {
+template <int DT, int OP>
+__device__ __forceinline__ bool spread_sum(const V16* slot, int nsrc, int op, char* const* dsts, int ndst, i64 nv) {
   typedef DTr<DT> T;
   typedef typename T::A A;
   const i64 t = threadIdx.x;
-  if (t >= nv) return;
+  if (t >= nv) return true;
   A acc[4 * T::EPW];
   for (int s = 0; s < nsrc; ++s) {
     const V16 v = slot[s * nv + t];
@@ -39,13 +60,14 @@ __device__ __forceinline__ void spread_sum(const V16* slot, int nsrc, int op, ch
       T::get(v.w[k], x);
 #pragma unroll
       for (int e = 0; e < T::EPW; ++e)
-        acc[k * T::EPW + e] = s == 0 ? x[e] : apply(op, acc[k * T::EPW + e], x[e]);
+        acc[k * T::EPW + e] = s == 0 ? x[e] : combine<OP>(op, acc[k * T::EPW + e], x[e]);
     }
   }
   V16 out;
 #pragma unroll
   for (int k = 0; k < 4; ++k) out.w[k] = T::put(&acc[k * T::EPW]);
   for (int d = 0; d < ndst; ++d) stv(dsts[d] + 16 * t, out);
+  return true;
 }
 
 // A small packet reduce, spread (the caller checks spread_fits): thread t loads vector
@@ -78,18 +100,22 @@ __device__ __forceinline__ bool reduce_spread(int dt, const char* const* srcs, c
     slot[t] = v;
   }
   __syncthreads();
-  switch (dt) {
-    case DT_FP32: spread_sum<DT_FP32>(slot, nsrc, op, dsts, ndst, nv); break;
-    case DT_FP16: spread_sum<DT_FP16>(slot, nsrc, op, dsts, ndst, nv); break;
-    case DT_BF16: spread_sum<DT_BF16>(slot, nsrc, op, dsts, ndst, nv); break;
-    default: spread_sum<DT_INT32>(slot, nsrc, op, dsts, ndst, nv);
-  }
+  with_op(op, [&](auto o) {   // a short loop: four copies cost little code
+    constexpr int OP = decltype(o)::value;
+    switch (dt) {
+      case DT_FP32: return spread_sum<DT_FP32, OP>(slot, nsrc, op, dsts, ndst, nv);
+      case DT_FP16: return spread_sum<DT_FP16, OP>(slot, nsrc, op, dsts, ndst, nv);
+      case DT_BF16: return spread_sum<DT_BF16, OP>(slot, nsrc, op, dsts, ndst, nv);
+      default: return spread_sum<DT_INT32, OP>(slot, nsrc, op, dsts, ndst, nv);
+    }
+  });
   return ok;
 }
 
 // WIDE4: 4-byte words load PURLIN_REDUCE_B sources together, as vectors do (the unaligned
 // kernel only: elsewhere one at a time, which keeps the other kernels from spilling).
-template <int V, int DT, bool PKT, int BN = 0, bool WIDE4 = false>
+// OP: the op at compile time, or OP_RT (read from op at run time).
+template <int V, int DT, int OP, bool PKT, int BN = 0, bool WIDE4 = false>
 __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* tags, int nsrc, int op,
                                         char* const* dsts, int ndst, i64 nbytes, const Watch& w) {
   typedef typename VecT<V>::T Vec;
@@ -103,8 +129,13 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
   const i64 nv = nbytes / V;
   bool ok = true;
   for (i64 i = threadIdx.x; i < nv; i += (i64)blockDim.x * U) {
-    A acc[U][E];
-    for (int s0 = 0; s0 < nsrc; s0 += B) {
+    A acc[U][E] = {};   // (read, and dropped, by the select that starts the sums)
+    // One batch: sources s0 .. s0 + B - 1 loaded together, then combined into acc (the
+    // first batch's source 0 starts it, by a select). On the plain paths the first batch
+    // is a copy of its own (first a constant in each), so that no branch sits between a
+    // batch's loads and its adds: with one, ptxas issued one or two loads, waited for
+    // them, then issued the others (two memory round trips an iteration, not one).
+    auto batch = [&](const int s0, const bool first) {
       Vec v[B][U];
       if (PKT && V == 16) {   // U == 1: every source's 2 packets issued, then settled together
         V16 pk[2 * B];
@@ -146,7 +177,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
       } else {
 #pragma unroll
         for (int b = 0; b < B; ++b) {
-          if (s0 + b < nsrc) {
+          if (b == 0 || s0 + b < nsrc) {   // source s0 exists: no guard, no branch
 #pragma unroll
             for (int u = 0; u < U; ++u) {
               const i64 j = i + u * (i64)blockDim.x;
@@ -157,7 +188,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
       }
 #pragma unroll
       for (int b = 0; b < B; ++b) {
-        if (s0 + b < nsrc) {
+        if (b == 0 || s0 + b < nsrc) {
 #pragma unroll
           for (int u = 0; u < U; ++u) {
 #pragma unroll
@@ -165,12 +196,20 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
               A x[T::EPW];
               T::get(v[b][u].w[k], x);
 #pragma unroll
-              for (int e = 0; e < T::EPW; ++e)
-                acc[u][k * T::EPW + e] = (s0 + b == 0) ? x[e] : apply(op, acc[u][k * T::EPW + e], x[e]);
+              for (int e = 0; e < T::EPW; ++e) {
+                const A y = combine<OP>(op, acc[u][k * T::EPW + e], x[e]);
+                acc[u][k * T::EPW + e] = (first && b == 0) ? x[e] : y;
+              }
             }
           }
         }
       }
+    };
+    if (PKT) {
+      for (int s0 = 0; s0 < nsrc; s0 += B) batch(s0, s0 == 0);
+    } else {
+      batch(0, true);
+      for (int s0 = B; s0 < nsrc; s0 += B) batch(s0, false);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -197,7 +236,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
       }
       A x[T::EPW];
       T::get(word, x);
-      for (int e = 0; e < T::EPW; ++e) acc[e] = s == 0 ? x[e] : apply(op, acc[e], x[e]);
+      for (int e = 0; e < T::EPW; ++e) acc[e] = s == 0 ? x[e] : combine<OP>(op, acc[e], x[e]);
     }
     u32 r = T::put(acc);
     for (int d = 0; d < ndst; ++d) *(u32*)(dsts[d] + b) = r;
@@ -217,7 +256,7 @@ __device__ PURLIN_ATOM_FN bool cta_reduce(const char* const* srcs, const u32* ta
         }
         A x[2];
         T::get(word, x);
-        acc[0] = s == 0 ? x[0] : apply(op, acc[0], x[0]);
+        acc[0] = s == 0 ? x[0] : combine<OP>(op, acc[0], x[0]);
       }
       acc[1] = acc[0];
       u32 r = T::put(acc);

@@ -188,12 +188,15 @@ __device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, cons
   const int dt = (int)(dtop & 0xff), op = (int)((dtop >> 8) & 0xff);
   if (!WITH_PKT) {
     if (opc == OPC_COPY) return cta_copy<V, false>(s[0], 0, d, nd, n, w);
-    switch (dt) {
-      case DT_FP32: return cta_reduce<V, DT_FP32, false>(s, tags, ns, op, d, nd, n, w);
-      case DT_FP16: return cta_reduce<V, DT_FP16, false>(s, tags, ns, op, d, nd, n, w);
-      case DT_BF16: return cta_reduce<V, DT_BF16, false>(s, tags, ns, op, d, nd, n, w);
-      default: return cta_reduce<V, DT_INT32, false>(s, tags, ns, op, d, nd, n, w);
-    }
+    return with_op(op, [&](auto o) {
+      constexpr int OP = decltype(o)::value;
+      switch (dt) {
+        case DT_FP32: return cta_reduce<V, DT_FP32, OP, false>(s, tags, ns, op, d, nd, n, w);
+        case DT_FP16: return cta_reduce<V, DT_FP16, OP, false>(s, tags, ns, op, d, nd, n, w);
+        case DT_BF16: return cta_reduce<V, DT_BF16, OP, false>(s, tags, ns, op, d, nd, n, w);
+        default: return cta_reduce<V, DT_INT32, OP, false>(s, tags, ns, op, d, nd, n, w);
+      }
+    });
   }
   // The packet kernel runs small schedules: its plain copies and reduces keep fewer
   // vectors in flight (LN), so that its paths spill less. The unaligned kernel runs any
@@ -204,16 +207,23 @@ __device__ __forceinline__ bool copy_or_reduce(int opc, i64 dtop, bool pkt, cons
   if (opc == OPC_COPY)
     return pkt ? cta_copy<VP, true>(s[0], tags[0], d, nd, n, w)
                : cta_copy<V, false, LN>(s[0], 0, d, nd, n, w);
-  switch (dt) {
-    case DT_FP32: return pkt ? cta_reduce<VP, DT_FP32, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_FP32, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
-    case DT_FP16: return pkt ? cta_reduce<VP, DT_FP16, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_FP16, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
-    case DT_BF16: return pkt ? cta_reduce<VP, DT_BF16, true>(s, tags, ns, op, d, nd, n, w)
-                             : cta_reduce<V, DT_BF16, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
-    default: return pkt ? cta_reduce<VP, DT_INT32, true>(s, tags, ns, op, d, nd, n, w)
-                        : cta_reduce<V, DT_INT32, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
+  if (pkt) {   // packet sources: the op at run time (see reduce.cuh)
+    switch (dt) {
+      case DT_FP32: return cta_reduce<VP, DT_FP32, OP_RT, true>(s, tags, ns, op, d, nd, n, w);
+      case DT_FP16: return cta_reduce<VP, DT_FP16, OP_RT, true>(s, tags, ns, op, d, nd, n, w);
+      case DT_BF16: return cta_reduce<VP, DT_BF16, OP_RT, true>(s, tags, ns, op, d, nd, n, w);
+      default: return cta_reduce<VP, DT_INT32, OP_RT, true>(s, tags, ns, op, d, nd, n, w);
+    }
   }
+  return with_op(op, [&](auto o) {
+    constexpr int OP = decltype(o)::value;
+    switch (dt) {
+      case DT_FP32: return cta_reduce<V, DT_FP32, OP, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
+      case DT_FP16: return cta_reduce<V, DT_FP16, OP, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
+      case DT_BF16: return cta_reduce<V, DT_BF16, OP, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
+      default: return cta_reduce<V, DT_INT32, OP, false, LN, ANY>(s, tags, ns, op, d, nd, n, w);
+    }
+  });
 }
 
 // A Ref only 1- or 2-byte aligned: G-byte elements (2 where the size allows). Only fp16
