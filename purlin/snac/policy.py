@@ -302,7 +302,7 @@ def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False,
     W - 1 peers, pull at four times it; direct: all of the budget but one CTA to the one
     role that works (a zero-copy move is bound by each CTA's rate; copies run on the put
     CTAs, reductions on the consumer CTAs), one to the other. A direct ``broadcast`` (each
-    input byte stored to several ranks) across GPUs takes at most
+    input byte stored to several ranks, on GPUs of their own) takes at most
     :attr:`Traits.link_ctas` put CTAs: each of its stores goes to every holder at once, so
     that many fill the links, and every further CTA adds a handshake with each peer (about
     4 W^2 C flags in all) and nothing else. So does an even reduction in the ``switch``:
@@ -319,9 +319,7 @@ def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False,
     working = max(1, cta_budget - 1)
     if is_reduce:
         return 1, min(working, t.link_ctas) if switch else working
-    if broadcast and not t.shared_memory:
-        working = min(working, t.link_ctas)
-    return working, 1
+    return (min(working, t.link_ctas) if broadcast else working), 1
 
 
 def _fewest_for_rounds(chunks: int, ctas: int) -> int:
@@ -398,7 +396,8 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
             algorithm = "two_shot"
         else:
             algorithm = "one_shot"
-    put_default, cons_default = _roles(regime, t, cta_budget, is_reduce, fanout >= 2, switch and even)
+    broadcast = regime == "direct" and not is_reduce and fanout >= 2 and not t.shared_memory
+    put_default, cons_default = _roles(regime, t, cta_budget, is_reduce, broadcast, switch and even)
     put = base.put_ctas or put_default
     cons = base.consumer_ctas or cons_default
     # Split the payload so every consumer CTA gets a share (two-shot: each owner's shard
@@ -414,7 +413,6 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
     if regime == "direct" and t.shared_memory and share > 0:
         hi = max(hi, 1 << (share.bit_length() - 1))   # one GPU: a CTA's share, aligned
-    broadcast = regime == "direct" and not is_reduce and fanout >= 2 and not t.shared_memory
     if broadcast and share > hi:   # as many chunks on every put CTA (no last round on a few)
         share = -(-split // (ways * -(-share // hi)) // base.align) * base.align
         hi = share
@@ -422,7 +420,8 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     chunk = -(-chunk // base.align) * base.align
     if (regime == "direct" and not is_reduce and not broadcast and even and not t.shared_memory
             and not base.put_ctas and split > 0):
-        put = _fewest_for_rounds(world * -(-(-(-split // world)) // chunk), put)
+        block = -(-split // world)   # a rank's input for one holder
+        put = _fewest_for_rounds(world * -(-block // chunk), put)
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
         if put >= cons:
             put = max(1, put // 2)
