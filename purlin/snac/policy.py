@@ -309,7 +309,7 @@ def _roles(regime: str, t: Traits, cta_budget: int, is_reduce: bool = False,
     each of its CTAs moves a chunk at its NVLink rate, whatever the number of sources (on
     the SM a CTA streams every source, so its rate falls as 1/W, and it keeps the budget;
     a V split keeps it too, since its largest shard's chunks would take more rounds on
-    fewer CTAs: gb200-nvl72's ReduceScatterV of 16 MiB, 67 chunks, 1.7% slower on 30)."""
+    fewer CTAs: gb200-nvl72's ReduceScatterV of 16 MiB, 67 chunks, three rounds on 30)."""
     f = t.reader_floor
     if regime == "latency":
         return f, 2 * f
