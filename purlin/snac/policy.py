@@ -261,10 +261,14 @@ def traits(topology) -> Traits:
 # Latency-regime chunk: a consumer CTA's share of the payload, kept within these bounds
 # (a packet window's smallest useful piece, and the most one CTA unpacks at once).
 LATENCY_CHUNK = (1 * KiB, 64 * KiB)
-# Smallest staged or direct chunk: below it an instruction costs more than it moves.
+# Smallest staged or direct chunk: below it an instruction costs more than it moves (a
+# broadcast's chunk moves once per holder: it may be as much smaller, see codesign).
 MIN_CHUNK = 16 * KiB
 # At most this many chunks per rank: bounds the instructions to plan and simulate.
 MAX_CHUNKS = 512
+# At most this many stores per rank (chunks x holders) where a broadcast's chunk goes below
+# MIN_CHUNK: bounds the Refs to plan and verify (576 ranks x 7 chunks x 576 holders: 2.3 M).
+MAX_STORES = 8 * MAX_CHUNKS
 # Past this per-rank input an even ReduceScatter on the SM beats the switch Atom: links
 # bind there, and the SM moves (W - 1) / W of each input over them where the switch moves
 # all of it at its protocol overhead (gb200-nvl72 and rubin-nvl144 cross over between 16
@@ -364,7 +368,11 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     it takes the CTAs that fill the links (:func:`_roles`), and where a CTA's share
     exceeds the largest chunk, chunks that give every CTA as many (gb200-nvl72's
     AllGatherV of 1 GiB: 34 chunks of 2 MiB on 30 CTAs would leave 4 CTAs a second round
-    at a CTA's rate, where 60 smaller ones run two full rounds at the links' rate).
+    at a CTA's rate, where 60 smaller ones run two full rounds at the links' rate), and
+    its least chunk is ``MIN_CHUNK / fanout``: a broadcast instruction moves its chunk to
+    every holder (gb200-nvl72's AllGather of 4 MiB: a 58,240 B block in 30 chunks of
+    1,952 B, each stored 71 times, predicts 19.15 us; held to 16 KiB it took 4 chunks on
+    4 CTAs and 38.65 us, as long as 16 MiB), in at most ``MAX_STORES`` stores a rank.
     ``even``: every rank's input, and every rank's output, the same size (not a V split).
     An even direct copy that is not a broadcast (an AllToAll: a rank's input in W blocks,
     one per holder, each cut into chunks) takes the fewest put CTAs that need no more
@@ -411,6 +419,10 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     split = read_nbytes if regime == "direct" and not is_reduce and read_nbytes else nbytes
     share = -(-split // ways // base.align) * base.align
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
+    if broadcast:   # its instruction stores the chunk to every holder: MIN_CHUNK in all,
+        # in at most MAX_STORES stores a rank
+        least = max(math.ceil(MIN_CHUNK / fanout), -(-split // max(1, MAX_STORES // math.ceil(fanout))))
+        lo = min(MIN_CHUNK, -(-least // base.align) * base.align)
     if regime == "direct" and t.shared_memory and share > 0:
         hi = max(hi, 1 << (share.bit_length() - 1))   # one GPU: a CTA's share, aligned
     if broadcast and share > hi:   # as many chunks on every put CTA (no last round on a few)

@@ -104,6 +104,25 @@ def test_the_default_now_spreads_a_block_over_the_put_ctas_that_fill_the_links()
     assert r.busbw_gbps > 600.0
 
 
+def test_a_small_broadcast_chunk_counts_every_store():
+    """At 4 MiB a rank's block is 58,240 B. Its share over 30 put CTAs is 1,952 B, and a
+    copy of it stores 71 x 1,952 = 138 KB: the 16 KiB least chunk bounds those stored
+    bytes, not the read ones. Held to 16 KiB, the block took 4 chunks on 4 CTAs and 38.65
+    us, as long as the 16 MiB AllGather (15 chunks of 16 KiB: the same per-CTA work);
+    one chunk per CTA takes half that."""
+    c, s, r = _all_gather(4 << 20, None)
+    assert c.input.nbytes(0) == 58240 and -(-58240 // 30 // 16) * 16 == 1952
+    assert (s.policy["regime"], s.policy["put_ctas"], s.policy["chunk_nbytes"]) == ("direct", 30, 1952)
+    copies = [i for p in s.programs if p.rank == 0 for i in p.instrs if type(i) is Copy and len(i.dsts) > 1]
+    assert len(copies) == 30 and {len(i.dsts) for i in copies} == {72}
+    held = Policy(regime="direct", chunk_nbytes=16 << 10, put_ctas=30, consumer_ctas=1, fence="cta",
+                  notify_order="rotated")
+    _, _, old = _all_gather(4 << 20, held)
+    _, _, old16 = _all_gather(16 << 20, held)
+    assert old.time_us == pytest.approx(38.65, rel=1e-3) and old16.time_us == pytest.approx(old.time_us, rel=1e-9)
+    assert r.time_us == pytest.approx(19.15, rel=1e-3)
+
+
 def test_allreduce_128k_was_slow_because_the_hand_table_kept_it_in_the_latency_regime():
     """The H200 hand table's latency regime at 128 KiB on NVL72 took 148 us (issue 16). The
     latency one-shot pushes 71 copies of the buffer as packets from 8 put CTAs: a floor of

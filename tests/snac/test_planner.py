@@ -211,6 +211,19 @@ def test_generic_rules_read_the_topology():
     bcast = codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20, fanout=8)
     assert (bcast.put_ctas, bcast.consumer_ctas, bcast.chunk_nbytes) == (17, 1, 493456)   # ceil(8 MiB / 17, 16 B)
     assert codesign("all_gather", 8, 64 << 20, t, fanout=1.99, even=False).put_ctas == 63   # not a broadcast
+    # the least chunk (16 KiB) bounds what a copy moves: a broadcast's chunk stores to every
+    # holder, so its share stands down to 16 KiB / fanout (a 64 KiB block: 3856 B on 17 CTAs)
+    direct = Policy(regime="direct")
+    small = codesign("all_gather", 8, 512 << 10, t, base=direct, read_nbytes=64 << 10, fanout=8)
+    assert (small.put_ctas, small.chunk_nbytes) == (17, 3856)
+    assert codesign("all_gather", 8, 512 << 10, t, base=direct, read_nbytes=64 << 10,
+                    fanout=1.99).chunk_nbytes == 16 << 10
+    assert codesign("all_gather", 8, 64 << 10, t, base=direct, read_nbytes=8 << 10, fanout=8).chunk_nbytes == 2048
+    # ... in at most MAX_STORES (4096) stores a rank: 7 chunks to 576 holders, not 44
+    rack = traits(load_topology("rubin-ultra-nvl576"))
+    wide = codesign("all_gather", 576, 4 << 20, rack, read_nbytes=7280, fanout=576)
+    assert (wide.put_ctas, wide.chunk_nbytes, -(-7280 // wide.chunk_nbytes)) == (44, 1040, 7)
+    assert codesign("all_gather", 576, 64 << 20, rack, read_nbytes=116496, fanout=576).chunk_nbytes == 16 << 10
     assert codesign("all_reduce", 8, 64 << 20, t, is_reduce=True, fanout=8).consumer_ctas == 63
     one_gpu = dataclasses.replace(t, shared_memory=True)                          # HBM, not links
     assert codesign("all_gather", 8, 64 << 20, one_gpu, fanout=8).put_ctas == 63
