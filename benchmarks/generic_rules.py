@@ -12,7 +12,8 @@ and the phase times; a ``summary`` per topology (geometric mean, range, points w
 new rules lose by more than 1%).
 
 Run: ``python benchmarks/generic_rules.py --baseline 52df19d --jobs 2`` (the racks), or
-``--topologies h200-loopback,b200-loopback --out generic_rules_loopback.json``; a rule for
+``--topologies h200-loopback,b200-loopback --out generic_rules_loopback.json`` (``nvswitch-W``:
+a synthetic switch world of W GPUs with the GB200 numbers, as in ``sim_point.py``); a rule for
 some collectives only: ``--collectives all_gather,all_gather_v --sizes 1M:1G:4`` (the
 sizes for every topology named).
 """
@@ -40,8 +41,8 @@ SIZES = {"gb200-nvl72": [1 << e for e in range(20, 31, 2)],          # 1 MiB .. 
 def _budget(name: str) -> dict:
     """A loopback world plans with its GPU's SMs shared among its ranks (what
     ``LoopbackWorld`` and ``purlin codesign`` use: every CTA co-resident); others with 64."""
-    from purlin.topology import load_topology
-    t = load_topology(name)
+    from sim_point import _topology
+    t, _ = _topology(name)   # a shipped topology, or nvswitch-W (a synthetic switch world)
     return {"cta_budget": t.gpu_of(0).sms // t.world} if t.loopback else {}
 
 

@@ -123,6 +123,20 @@ def test_a_small_broadcast_chunk_counts_every_store():
     assert r.time_us == pytest.approx(19.15, rel=1e-3)
 
 
+def test_an_all_to_all_in_whole_blocks_is_as_fast_as_in_chunks():
+    """A direct AllToAll of 1 GiB is link-bound (busbw ~711 GB/s of 720): its 72 blocks of
+    14.9 MB as whole copies on 36 CTAs (two each: 36 x 48 GB/s fills the links twice) take
+    1482.37 us, where the old rule's 2 MiB chunks on 58 CTAs took 1488.31 in 41,472 flows
+    (benchmarks/results/generic_rules_all_to_all_blocks.json: a minute to simulate, too
+    long for a test); here 5,184 flows."""
+    c = library.from_size("all_to_all", 72, 1 << 30)
+    s = plan(c, NVL72, check=False)
+    assert (s.policy["put_ctas"], s.policy["chunk_nbytes"]) == (36, 14913072)
+    new = simulate(s, NVL72, CAL, record=False)
+    assert new.time_us == pytest.approx(1482.37, rel=1e-5) and new.stats["flows"] == 5184
+    assert 700.0 < new.busbw_gbps <= 720.0                        # the links, nearly full
+
+
 def test_allreduce_128k_was_slow_because_the_hand_table_kept_it_in_the_latency_regime():
     """The H200 hand table's latency regime at 128 KiB on NVL72 took 148 us (issue 16). The
     latency one-shot pushes 71 copies of the buffer as packets from 8 put CTAs: a floor of

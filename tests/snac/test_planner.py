@@ -173,6 +173,21 @@ def test_an_even_all_to_all_takes_the_fewest_ctas_for_its_rounds():
     assert codesign("all_to_all", 72, 64 << 20, t, even=False).put_ctas == 63
 
 
+def test_an_even_all_to_all_cuts_its_blocks_only_for_the_ctas_the_links_need():
+    """A direct AllToAll feeds no pipeline (no consumer waits on a chunk), so a block is
+    cut only into as many pieces as give the CTAs that fill the links twice over
+    (link_ctas): 72 whole blocks on 36 CTAs on gb200-nvl72 at 1 GiB (not 512 chunks of
+    2 MiB on 58), each 8 MiB block in 3 on an 8-GPU H200 box (24 chunks on 24 CTAs, not
+    128 of 512 KiB on 43; a caller's chunk stays)."""
+    t = traits(load_topology("gb200-nvl72"))
+    big = codesign("all_to_all", 72, 1 << 30, t)
+    assert (big.put_ctas, big.chunk_nbytes) == (36, 14913088) and t.link_ctas == 30
+    h200 = traits(load_topology("hgx-h200-8"))
+    box = codesign("all_to_all", 8, 64 << 20, h200)
+    assert (box.put_ctas, box.chunk_nbytes, h200.link_ctas) == (24, 2796208, 17)
+    assert codesign("all_to_all", 8, 64 << 20, h200, base=Policy(chunk_nbytes=512 << 10)).put_ctas == 43
+
+
 def test_generic_rules_read_the_topology():
     """Without a table the rules read the topology: the latency regime while packets'
     flag bytes take less link time than two round trips (doubling the bandwidth doubles
@@ -199,12 +214,12 @@ def test_generic_rules_read_the_topology():
     assert (in_switch.atom, in_switch.consumer_ctas) == ("switch", box.link_ctas)
     copy = codesign("all_gather", 8, 64 << 20, t, even=False)
     assert (copy.put_ctas, copy.consumer_ctas) == (63, 1)                         # copies: put CTAs
-    # even, one block per holder: 8 blocks of 16 chunks, 3 rounds on 63 CTAs or on 43
-    assert codesign("all_to_all", 8, 64 << 20, t).put_ctas == 43
+    # even, one block per holder: 8 blocks of 16 chunks (a caller's), 3 rounds on 63 CTAs or on 43
+    assert codesign("all_to_all", 8, 64 << 20, t, base=Policy(chunk_nbytes=512 << 10)).put_ctas == 43
     assert copy.chunk_nbytes == 512 << 10                                         # BDP 333 KB -> 2^19
     # each rank reads its 8 MiB block once: split over the 63 put CTAs, not the 64 MiB output
-    assert codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20).chunk_nbytes == 133168   # ceil(8 MiB / 63, 16 B)
-    assert codesign("all_gather", 8, 1 << 30, t).chunk_nbytes == 2 << 20          # at most 512 chunks
+    assert codesign("all_gather", 8, 64 << 20, t, read_nbytes=8 << 20, even=False).chunk_nbytes == 133168   # ceil(8 MiB / 63, 16 B)
+    assert codesign("all_gather", 8, 1 << 30, t, even=False).chunk_nbytes == 2 << 20          # at most 512 chunks
     # a broadcast (each input byte stored to 8 ranks) takes the CTAs that fill the links
     # twice over, ceil(2 x 370 / 46) = 17, and splits a rank's block over those
     assert t.link_ctas == 17
