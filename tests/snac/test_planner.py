@@ -175,16 +175,18 @@ def test_an_even_all_to_all_takes_the_fewest_ctas_for_its_rounds():
 
 def test_an_even_all_to_all_cuts_its_blocks_only_for_the_ctas_the_links_need():
     """A direct AllToAll feeds no pipeline (no consumer waits on a chunk), so a block is
-    cut only into as many pieces as give the CTAs that fill the links twice over
-    (link_ctas): 72 whole blocks on 36 CTAs on gb200-nvl72 at 1 GiB (not 512 chunks of
-    2 MiB on 58), each 8 MiB block in 3 on an 8-GPU H200 box (24 chunks on 24 CTAs, not
-    128 of 512 KiB on 43; a caller's chunk stays)."""
+    cut only into as many pieces as give the CTAs whose rates fill the links, one block in
+    W being local (fill_ctas): 72 whole blocks on 36 CTAs on gb200-nvl72 at 1 GiB (not 512
+    chunks of 2 MiB on 58; 16 would fill 720 GB/s at 48 a CTA), each 8 MiB block in 2 on
+    an 8-GPU H200 box (16 chunks on 16 CTAs for 10, not 128 of 512 KiB on 43; a caller's
+    chunk stays)."""
     t = traits(load_topology("gb200-nvl72"))
+    assert t.fill_ctas(72) == 16 == -(-720 * 72 // (71 * 48))
     big = codesign("all_to_all", 72, 1 << 30, t)
-    assert (big.put_ctas, big.chunk_nbytes) == (36, 14913088) and t.link_ctas == 30
+    assert (big.put_ctas, big.chunk_nbytes) == (36, 14913088)
     h200 = traits(load_topology("hgx-h200-8"))
     box = codesign("all_to_all", 8, 64 << 20, h200)
-    assert (box.put_ctas, box.chunk_nbytes, h200.link_ctas) == (24, 2796208, 17)
+    assert (box.put_ctas, box.chunk_nbytes, h200.fill_ctas(8)) == (16, 4 << 20, 10)
     assert codesign("all_to_all", 8, 64 << 20, h200, base=Policy(chunk_nbytes=512 << 10)).put_ctas == 43
 
 
