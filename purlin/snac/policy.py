@@ -227,10 +227,12 @@ class Traits:
         (Purlin's reader-floor rule), at least 1."""
         return max(1, math.ceil(0.8 * self.link_gbps / max(self.per_sm_gbps, 1e-9)))
 
-    def fill_ctas(self, world: int) -> int:
-        """CTAs whose NVLink rates fill a rank's links when one of every ``world`` pieces
-        they copy stays on the rank (an AllToAll's own block), at least 1."""
-        return max(1, math.ceil(self.link_gbps * world / (max(1, world - 1) * max(self.per_sm_gbps, 1e-9))))
+    @property
+    def fill_ctas(self) -> int:
+        """CTAs whose NVLink rates fill a rank's links when one of every W pieces they copy
+        stays on the rank (an AllToAll's own block), at least 1."""
+        w = self.world
+        return max(1, math.ceil(self.link_gbps * w / (max(1, w - 1) * max(self.per_sm_gbps, 1e-9))))
 
     @property
     def link_ctas(self) -> int:
@@ -392,7 +394,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     An even direct copy that is not a broadcast (an AllToAll: a rank's input in W blocks,
     one per holder, each cut into chunks) takes the fewest put CTAs that need no more
     rounds of chunks than the budget's (:func:`_fewest_for_rounds`), and cuts its blocks
-    only into the fewest pieces that keep :meth:`Traits.fill_ctas` of them working
+    only into the fewest pieces that keep :attr:`Traits.fill_ctas` of them working
     (:func:`_pieces`): a direct copy feeds no pipeline, so smaller chunks only add
     instructions and uneven rounds (gb200-nvl72's AllToAll of 1 GiB: 72 whole blocks on 36
     CTAs predict 1482.37 us, 512 chunks of 2 MiB on 58 took 1488.31).
@@ -453,7 +455,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
             and not base.put_ctas and split > 0):
         block = -(-split // world)   # a rank's input for one holder
         if not base.chunk_nbytes:   # no pipeline to feed: cut blocks only for the CTAs links need
-            pieces = _pieces(world, put, min(put, t.fill_ctas(world)))
+            pieces = _pieces(world, put, min(put, t.fill_ctas))
             chunk = max(chunk, -(-block // pieces // base.align) * base.align)
         put = _fewest_for_rounds(world * -(-block // chunk), put)
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first

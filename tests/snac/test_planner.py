@@ -181,12 +181,12 @@ def test_an_even_all_to_all_cuts_its_blocks_only_for_the_ctas_the_links_need():
     an 8-GPU H200 box (16 chunks on 16 CTAs for 10, not 128 of 512 KiB on 43; a caller's
     chunk stays)."""
     t = traits(load_topology("gb200-nvl72"))
-    assert t.fill_ctas(72) == 16 == -(-720 * 72 // (71 * 48))
+    assert t.fill_ctas == 16 == -(-720 * 72 // (71 * 48))
     big = codesign("all_to_all", 72, 1 << 30, t)
     assert (big.put_ctas, big.chunk_nbytes) == (36, 14913088)
     h200 = traits(load_topology("hgx-h200-8"))
     box = codesign("all_to_all", 8, 64 << 20, h200)
-    assert (box.put_ctas, box.chunk_nbytes, h200.fill_ctas(8)) == (16, 4 << 20, 10)
+    assert (box.put_ctas, box.chunk_nbytes, h200.fill_ctas) == (16, 4 << 20, 10)
     assert codesign("all_to_all", 8, 64 << 20, h200, base=Policy(chunk_nbytes=512 << 10)).put_ctas == 43
 
 
