@@ -28,6 +28,7 @@ from common import write
 from sim_point import ROOT, baseline_checkout
 
 TARGET_S = 180.0
+# the command line of the code on PYTHONPATH (the `purlin` script runs the installed package)
 CLI = "import sys; from purlin.cli import main; sys.exit(main(sys.argv[1:]))"
 
 

@@ -342,7 +342,7 @@ def _fewest_for_rounds(chunks: int, ctas: int) -> int:
     return max(1, min(ctas, -(-chunks // max(1, rounds))))
 
 
-def _pieces(blocks: int, ctas: int, need: int) -> int:
+def _pieces_per_block(blocks: int, ctas: int, need: int) -> int:
     """The fewest pieces to cut each of ``blocks`` into so that, dealt as
     :func:`_fewest_for_rounds` deals them over at most ``ctas``, at least ``need`` CTAs
     work."""
@@ -350,6 +350,11 @@ def _pieces(blocks: int, ctas: int, need: int) -> int:
     while _fewest_for_rounds(blocks * p, ctas) < need:
         p += 1
     return p
+
+
+def _up(n: int, align: int) -> int:
+    """``n`` rounded up to a multiple of ``align``."""
+    return -(-n // align) * align
 
 
 def _chunk_max(nbytes: int, t: Traits) -> int:
@@ -395,7 +400,7 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     one per holder, each cut into chunks) takes the fewest put CTAs that need no more
     rounds of chunks than the budget's (:func:`_fewest_for_rounds`), and cuts its blocks
     only into the fewest pieces that keep :attr:`Traits.fill_ctas` of them working
-    (:func:`_pieces`): a direct copy feeds no pipeline, so smaller chunks only add
+    (:func:`_pieces_per_block`): a direct copy feeds no pipeline, so smaller chunks only add
     instructions and uneven rounds (gb200-nvl72's AllToAll of 1 GiB: 72 whole blocks on 36
     CTAs predict 1482.37 us, 512 chunks of 2 MiB on 58 took 1488.31).
 
@@ -438,25 +443,25 @@ def codesign(name: str, world: int, nbytes: int, t: Traits, cta_budget: int = 64
     else:
         ways = cons
     split = read_nbytes if regime == "direct" and not is_reduce and read_nbytes else nbytes
-    share = -(-split // ways // base.align) * base.align
+    share = _up(-(-split // ways), base.align)
     lo, hi = LATENCY_CHUNK if regime == "latency" else (MIN_CHUNK, _chunk_max(nbytes, t))
     if broadcast:   # its instruction stores the chunk to every holder: MIN_CHUNK in all,
         # in at most MAX_STORES stores a rank
         least = max(math.ceil(MIN_CHUNK / fanout), -(-split // max(1, MAX_STORES // math.ceil(fanout))))
-        lo = min(MIN_CHUNK, -(-least // base.align) * base.align)
+        lo = min(MIN_CHUNK, _up(least, base.align))
     if regime == "direct" and t.shared_memory and share > 0:
         hi = max(hi, 1 << (share.bit_length() - 1))   # one GPU: a CTA's share, aligned
     if broadcast and share > hi:   # as many chunks on every put CTA (no last round on a few)
-        share = -(-split // (ways * -(-share // hi)) // base.align) * base.align
+        share = _up(-(-split // (ways * -(-share // hi))), base.align)
         hi = share
     chunk = base.chunk_nbytes or min(max(lo, share), hi, base.staging_nbytes // 2 // base.align * base.align)
-    chunk = -(-chunk // base.align) * base.align
+    chunk = _up(chunk, base.align)
     if (regime == "direct" and not is_reduce and not broadcast and even and not t.shared_memory
             and not base.put_ctas and split > 0):
         block = -(-split // world)   # a rank's input for one holder
         if not base.chunk_nbytes:   # no pipeline to feed: cut blocks only for the CTAs links need
-            pieces = _pieces(world, put, min(put, t.fill_ctas))
-            chunk = max(chunk, -(-block // pieces // base.align) * base.align)
+            pieces = _pieces_per_block(world, put, min(put, t.fill_ctas))
+            chunk = max(chunk, _up(-(-block // pieces), base.align))
         put = _fewest_for_rounds(world * -(-block // chunk), put)
     while put + cons > cta_budget and put + cons > 2:  # shrink the larger role first
         if put >= cons:
