@@ -40,7 +40,7 @@ from typing import Any
 from purlin.errors import (BackendUnavailable, Deadlock, LimitError, PlanError, PurlinError,
                            ScheduleError, SpecError, TopologyError, UsageError)
 from purlin.snac import Policy, Schedule, codesign, plan
-from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
+from purlin.snac.ir import Copy, Fan, Notify, Program, PutPackets, Reduce, Ref, Wait, WaitPackets
 from purlin.snac.report import format_summary, summarize
 from purlin.snac.verify import verify
 from purlin.spec import (Block, Collective, Layout, dtype, evaluate, library, packed, scattered,
@@ -65,7 +65,7 @@ __all__ = [
     "transposed",
     # planning and the Schedule IR
     "Policy", "Schedule", "codesign", "plan", "verify", "summarize", "format_summary",
-    "Copy", "Reduce", "Notify", "Wait", "PutPackets", "WaitPackets", "Ref", "Program",
+    "Copy", "Reduce", "Notify", "Wait", "PutPackets", "WaitPackets", "Ref", "Fan", "Program",
     # topologies
     "Topology", "list_topologies", "load_topology", "minimal", "with_overrides",
     # executors

@@ -60,7 +60,8 @@ from purlin.sim.packets import (Overlapping, PacketEvents, PacketTimes, fused_po
 from purlin.sim.result import SimResult
 from purlin.sim.symmetry import Quotient, quotient
 from purlin.snac.bind import bind_topology
-from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, sources
+from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffers,
+                            sources)
 from purlin.topology import Topology
 
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
@@ -79,7 +80,7 @@ def _notify_records(rec, rank: int, cta: int, instrs: tuple, first: int, end: in
 
 
 def _reads_packets(ins) -> bool:
-    return any(r.buffer == "packets" for r in sources(ins))
+    return "packets" in ref_buffers(sources(ins))
 
 
 @paused()

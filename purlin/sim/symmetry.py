@@ -30,7 +30,8 @@ from itertools import repeat
 from purlin.sim import tails
 from purlin.sim.calibration import Calibration
 from purlin.sim.fabric import Fabric, FlowSpec
-from purlin.snac.ir import REF_BUFFER, REF_OFFSET, REF_RANK, Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
+from purlin.snac.ir import (Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffers, ref_offsets,
+                            ref_ranks)
 from purlin.sim.packets import fused_positions
 from purlin.topology import Topology, route
 
@@ -133,8 +134,8 @@ def _routes_periodic(t: Topology, reps: tuple, d: int) -> bool:
         for ins in p.instrs:
             ty = type(ins)
             if ty is Copy or ty is Reduce or ty is PutPackets:
-                ranks = {r.rank for r in (ins.srcs if ty is Reduce else (ins.src,))}
-                ranks |= {r.rank for r in (ins.dsts if ty is not PutPackets else (ins.dst,))}
+                ranks = set(ref_ranks(ins.srcs if ty is Reduce else (ins.src,)))
+                ranks.update(ref_ranks(ins.dsts if ty is not PutPackets else (ins.dst,)))
                 ranks.add(p.rank)
                 pairs.update((a, b) for a in ranks for b in ranks if a != b)
     for a, b in pairs:
@@ -243,10 +244,10 @@ def _refs(refs: tuple, p: int, w: int) -> tuple:
     broadcast or reduction: W of them) as one (ranks, widths) pair, built by C-level maps
     (the same facts, so shapes are equal exactly when they were)."""
     if len(refs) > _WIDE:
-        bufs = set(map(REF_BUFFER, refs))
+        bufs = set(ref_buffers(refs))
         if len(bufs) == 1 and "packets" not in bufs:
-            rel = tuple([(q - p) % w for q in map(REF_RANK, refs)])
-            grids = tuple(map(_GRID.__getitem__, [o & 15 for o in map(REF_OFFSET, refs)]))
+            rel = tuple([(q - p) % w for q in ref_ranks(refs)])
+            grids = tuple(map(_GRID.__getitem__, [o & 15 for o in ref_offsets(refs)]))
             return (_WIDE_TAG, bufs.pop(), rel, grids)
     return tuple([_ref(r, p, w) for r in refs])
 

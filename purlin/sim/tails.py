@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from purlin.sim.calibration import Calibration
 from purlin.sim.fabric import FlowSpec
-from purlin.snac.ir import Copy, PutPackets, Ref, sources
+from purlin.snac.ir import Copy, Fan, PutPackets, Ref, sources
 from purlin.snac.kernel_constants import bytes_in_flight
 
 VECTOR = 16
@@ -54,7 +54,9 @@ def grid(r: Ref) -> int:
 def _on_grid(refs) -> bool:
     """Whether every Ref of ``refs`` allows 16-byte vectors (``grid(r) == 16``; asked of
     :func:`grid` only for packet Refs, not once per Ref: a rack's Reduce has a source per
-    rank)."""
+    rank; a Fan's Refs share one offset, so its first answers for all)."""
+    if type(refs) is Fan:
+        refs = refs[:1]
     for r in refs:
         if (grid(r) != VECTOR) if r.buffer == "packets" else r.offset % VECTOR:
             return False
@@ -63,7 +65,12 @@ def _on_grid(refs) -> bool:
 
 def width(ins) -> tuple[int, int]:
     """(sources' width, destinations' width) of a Copy or Reduce."""
-    return min(grid(r) for r in sources(ins)), min(grid(r) for r in ins.dsts)
+    return _min_grid(sources(ins)), _min_grid(ins.dsts)
+
+
+def _min_grid(refs) -> int:
+    """The narrowest :func:`grid` among ``refs`` (a Fan's first Ref stands for all)."""
+    return min(grid(r) for r in (refs[:1] if type(refs) is Fan and len(refs) else refs))
 
 
 def cost(ins, cal: Calibration) -> tuple[float, float]:
@@ -89,9 +96,10 @@ def aligns_first(ins: Copy, cal: Calibration) -> bool:
     copy (16-byte aligned on both sides, not from packets) long enough, whose first
     destination is off the boundary."""
     align = int(cal.copy_align_bytes)
-    refs = (ins.src,) + ins.dsts
+    dsts = ins.dsts[:1] if type(ins.dsts) is Fan else ins.dsts   # a Fan's Refs share one offset
     return (align > 0 and ins.nbytes >= cal.copy_align_min_bytes and ins.src.buffer != "packets"
-            and ins.dsts[0].offset % align != 0 and all(r.offset % 16 == 0 for r in refs))
+            and ins.dsts[0].offset % align != 0 and ins.src.offset % 16 == 0
+            and all(r.offset % 16 == 0 for r in dsts))
 
 
 def charge(ins, spec: FlowSpec, pre_us: float, cal: Calibration) -> tuple[FlowSpec, float]:

@@ -11,7 +11,7 @@ from itertools import repeat
 from typing import Iterator
 
 from purlin.errors import PlanError
-from purlin.snac.ir import Ref
+from purlin.snac.ir import Fan, Ref, Refs
 from purlin.snac.sync import Op
 from purlin.spec.collective import Collective
 from purlin.spec.layout import Placed
@@ -269,27 +269,25 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
         # a rack's broadcast names ~W holders per chunk: their ranks and offsets (in the
         # order the source serves them) are found once per block, and each chunk's Refs
         # are made by a C-level map over them
-        served: dict[int, tuple[list[int], list[int]]] = {}
+        served: dict[int, tuple[tuple[int, ...], list[int]]] = {}
         for g, off, n in _copy_items(gs, chunk, world):
             src = g.sources[0]
             got = served.get(id(g))
             if got is None:
                 hs = _holders(g, world, rotated)
-                got = served[id(g)] = ([h.rank for h in hs], [h.offset for h in hs])
-            ranks, bases = got
-            dsts = tuple(map(Ref, ranks, repeat("output"), [b + off for b in bases]))
-            items.append((src.rank, "copy", (_in(src, off),), dsts, n))
+                got = served[id(g)] = (tuple(h.rank for h in hs), [h.offset for h in hs])
+            items.append((src.rank, "copy", (_in(src, off),), _refs(*got, "output", off), n))
     else:
-        placed: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
+        placed: dict[int, tuple[tuple[int, ...], list[int], tuple[int, ...], list[int]]] = {}
         for g, owner, off, n in _reduce_items(gs, chunk, algorithm, align):
             got = placed.get(id(g))
             if got is None:   # as for copies: each block's ranks and offsets found once
-                got = placed[id(g)] = ([s.rank for s in g.sources], [s.offset for s in g.sources],
-                                       [h.rank for h in g.holders], [h.offset for h in g.holders])
+                got = placed[id(g)] = (tuple(s.rank for s in g.sources), [s.offset for s in g.sources],
+                                       tuple(h.rank for h in g.holders), [h.offset for h in g.holders])
             sr, so, hr, ho = got
-            srcs = tuple(map(Ref, sr, repeat("input"), [b + off for b in so]))
+            srcs = _refs(sr, so, "input", off)
             if algorithm == "two_shot":
-                dsts = tuple(map(Ref, hr, repeat("output"), [b + off for b in ho]))
+                dsts = _refs(hr, ho, "output", off)
             else:
                 dsts = (_out(owner, off),)
             items.append((owner.rank, "reduce", srcs, dsts, n))
@@ -301,6 +299,14 @@ def direct(c: Collective, gs: list[Group], chunk: int, ctas: Ctas, algorithm: st
     workers = [(r, k) for k in range(ctas.budget) for r in range(c.world)]
     return [Op(*workers[w], role, kind, _shift(srcs, at), _shift(dsts, at), n)
             for w, (_, kind, srcs, dsts, n), at in _deal(items, len(workers), align, chunk, least)]
+
+
+def _refs(ranks: tuple[int, ...], bases: list[int], buffer: str, off: int) -> Refs:
+    """``off`` bytes past each rank's base: a Fan where every base is the same (a
+    symmetric layout: no Ref per rank to build, check and hold), else the Refs."""
+    if len(ranks) > 1 and bases.count(bases[0]) == len(bases):
+        return Fan(ranks, buffer, bases[0] + off)
+    return tuple(map(Ref, ranks, repeat(buffer), [b + off for b in bases]))
 
 
 def _shift(refs: tuple[Ref, ...], by: int) -> tuple[Ref, ...]:

@@ -16,7 +16,7 @@ from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac import limits
 from purlin.snac.bind import topology_ref
-from purlin.snac.ir import Ref, Schedule
+from purlin.snac.ir import Ref, Schedule, ref_buffers
 from purlin.snac.policy import ALGORITHMS, MIN_CHUNK, REGIMES, Policy, codesign, traits
 from purlin.snac.tables import lookup, shipped_lookup
 from purlin.snac.sync import insert_sync
@@ -313,9 +313,11 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
     staging buffer; order (and so slot reuse) is kept."""
     used: dict[int, set[tuple[int, int]]] = {}
     for o in ops:
-        for r in o.srcs + o.dsts:
-            if r.buffer == "staging":
-                used.setdefault(r.rank, set()).add(r.offset)
+        for refs in (o.srcs, o.dsts):
+            if "staging" in ref_buffers(refs):
+                for r in refs:
+                    if r.buffer == "staging":
+                        used.setdefault(r.rank, set()).add(r.offset)
     if not used:
         return ops, 0
     size = {}
@@ -327,6 +329,8 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
         size[rank] = len(offs) * slot
 
     def fix(refs):
+        if "staging" not in ref_buffers(refs):   # kept as it is (a Fan stays one)
+            return refs
         return tuple(Ref(r.rank, "staging", remap[(r.rank, r.offset)]) if r.buffer == "staging"
                      else r for r in refs)
     out = [df.Op(o.rank, o.cta, o.role, o.kind, fix(o.srcs), fix(o.dsts), o.nbytes)

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from purlin.errors import PurlinError, ScheduleError
-from purlin.snac.ir import (ATOMS, BUFFERS, INSTRUCTIONS, REDUCTIONS, SCHEMA_VERSION, Copy, Notify,
+from purlin.snac.ir import (ATOMS, BUFFERS, INSTRUCTIONS, REDUCTIONS, SCHEMA_VERSION, Copy, Fan, Notify,
                             Program, PutPackets, Reduce, Ref, Schedule, TopologyRef, Wait,
                             WaitPackets)
 from purlin.spec.collective import Collective
@@ -32,7 +32,7 @@ def instr_to_dict(ins) -> dict:
         v = getattr(ins, name)
         if isinstance(v, Ref):
             v = _ref(v)
-        elif isinstance(v, tuple):
+        elif isinstance(v, (tuple, Fan)):
             v = [_ref(x) if isinstance(x, Ref) else x for x in v]
         d[name] = v
     return d

@@ -24,7 +24,7 @@ import numpy as np
 from purlin.errors import ScheduleError
 from purlin.snac.clocks import Clocks
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import REF_BUFFER, REF_OFFSET, REF_RANK, Ref
+from purlin.snac.ir import Ref, ref_buffers, ref_offsets, ref_ranks
 
 Terms = tuple[tuple[int, int], ...]
 _WIDE = 8
@@ -111,7 +111,7 @@ class _Broadcasts:
         at = 0
         for r, m in zip(recs, lens):
             if r.offset is None:
-                self._starts[at:at + m] += np.fromiter(map(REF_OFFSET, r.dsts), np.int64, m)
+                self._starts[at:at + m] += np.fromiter(ref_offsets(r.dsts), np.int64, m)
             at += m
         self._ends = self._starts + np.array([r.nbytes for r in recs], np.int64).take(self._rec)
         moved = [r.moved for r in recs]
@@ -225,13 +225,13 @@ class Shadow:
         :meth:`_store`."""
         deferred, maps, shift, defer = self.deferred, self.maps, self.shift, self.defer
         one = got[0] if len(got) == 1 else None
-        if defer and one is not None and len(dsts) > _WIDE and set(map(REF_BUFFER, dsts)) == _OUTPUT:
+        if defer and one is not None and len(dsts) > _WIDE and set(ref_buffers(dsts)) == _OUTPUT:
             try:
-                ranks = array(_RANKS, map(REF_RANK, dsts))
+                ranks = array(_RANKS, ref_ranks(dsts))
             except OverflowError:   # a rank past 16 bits: listed one by one below
                 ranks = None
             if ranks is not None and self.live.isdisjoint(ranks):   # to deferred outputs: one record
-                offs = set(map(REF_OFFSET, dsts))
+                offs = set(ref_offsets(dsts))
                 off = offs.pop() if len(offs) == 1 else None
                 moved = shift(one[2], off - at) if off is not None else None
                 self.wide.recs.append(_Record(self._seq, k, i, dsts, one[0] - at, one[1] - one[0], one[2],

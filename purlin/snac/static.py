@@ -13,7 +13,10 @@ from array import array
 from numbers import Integral
 from typing import NamedTuple
 
-from purlin.snac.ir import ATOMS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
+import numpy as np
+
+from purlin.snac.ir import (ATOMS, REDUCTIONS, Copy, Fan, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets,
+                            ref_buffers, ref_offsets, ref_ranks)
 
 _BUF = {"output": 1, "staging": 2, "packets": 3}
 
@@ -53,8 +56,14 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
     writer: list[list[tuple[tuple[int, int], int] | None]] = [[] for _ in range(world)]
     good_waits: set[int] = set()
     g_, s_, e_, k_, w_ = acc.group, acc.start, acc.end, acc.program, acc.write
+    fans: dict = {}   # a Fan's ranks tuple -> its array (or False)
+    sizes = {b: np.array(v, np.int64) for b, v in size.items()}
 
     def refs_ok(refs, n: int, k: int, write: bool, record: bool = True) -> bool:
+        if len(refs) >= _WIDE:
+            got = _wide_ok(refs, n, k, write, record, sizes, world, acc, fans)
+            if got is not None:
+                return got
         for r in refs:
             sz = size.get(r.buffer)
             rk, off = r.rank, r.offset
@@ -118,6 +127,60 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
             else:
                 return False
     return True
+
+
+_WIDE = 16
+"""A Ref list at least this long (a rack's broadcast or reduction names ~W) is checked
+and recorded by :func:`_wide_ok`."""
+
+
+def _wide_ok(refs, n: int, k: int, write: bool, record: bool, sizes: dict, world: int,
+             acc: Accesses, fans: dict) -> bool | None:
+    """``refs_ok`` of a long list of plain-int Refs into one buffer, at C speed: the same
+    verdict and the same accesses in the same order as Ref by Ref (an AllGather over 576
+    ranks records 9.6 M of them). None where the list is not of that kind (mixed buffers,
+    numpy integers, integers past 64 bits): then the Ref-by-Ref loop decides. A Fan's
+    ranks (one tuple shared by a block's chunks) are read once, into ``fans``."""
+    bufs = set(ref_buffers(refs))
+    if len(bufs) != 1:
+        return None
+    (buf,) = bufs
+    if type(refs) is Fan:
+        rk = fans.get(refs.ranks)
+        if rk is None:
+            rk = fans[refs.ranks] = _ints_array(refs.ranks)
+        off = refs.offset
+        if rk is False or type(off) is not int or off.bit_length() > 62:
+            return None
+        lo = np.full(len(rk), off, np.int64)
+    else:
+        rk, lo = _ints_array(list(ref_ranks(refs))), _ints_array(list(ref_offsets(refs)))
+        if rk is False or lo is False:
+            return None
+    sz = sizes.get(buf)
+    if sz is None:
+        return False
+    if type(n) is not int or n >> 62:
+        return None
+    hi = lo + n
+    if rk.min() < 0 or rk.max() >= world or lo.min() < 0 or (hi > sz.take(rk)).any():
+        return False
+    b = _BUF.get(buf)
+    if b is not None and record:
+        m = len(rk)
+        acc.group.frombytes((rk * 4 + b).tobytes())
+        acc.start.frombytes(lo.tobytes())
+        acc.end.frombytes(hi.tobytes())
+        acc.program.frombytes(np.full(m, k, np.int64).tobytes())
+        acc.write.frombytes(np.full(m, write, np.int8).tobytes())
+    return True
+
+
+def _ints_array(vs) -> np.ndarray | bool:
+    """``vs`` as an int64 array if every one is a plain int within 62 bits, else False."""
+    if set(map(type, vs)) != _INT or max(vs) >> 62 or min(vs) < -(1 << 62):
+        return False
+    return np.array(vs, np.int64)
 
 
 def integral(v) -> bool:

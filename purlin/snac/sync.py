@@ -39,8 +39,8 @@ import numpy as np
 
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import (REF_BUFFER, REF_OFFSET, REF_RANK, Copy, Instruction, Notify, Program, PutPackets, Reduce, Ref,
-                             Wait, WaitPackets, quick_init)
+from purlin.snac.ir import (Copy, Fan, Instruction, Notify, Program, PutPackets, Reduce, Ref, Refs, Wait, WaitPackets,
+                             quick_init, ref_buffers, ref_offsets, ref_ranks)
 
 USER = ("input", "output")
 
@@ -54,8 +54,8 @@ class Op:
     cta: int
     role: str
     kind: str
-    srcs: tuple[Ref, ...]
-    dsts: tuple[Ref, ...]
+    srcs: Refs
+    dsts: Refs
     nbytes: int
 
 
@@ -122,12 +122,13 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     rank_of = [w[0] for w in where]
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
     # when remote (no writer, and no later write to order after it)
-    inputs_read_only = not any("input" in map(REF_BUFFER, o.dsts) for o in ops)
+    inputs_read_only = not any("input" in ref_buffers(o.dsts) for o in ops)
     # outputs nobody reads, each byte written once (direct plans): a write there only
     # needs the owner's start when remote, so no shadow map is kept for them
     outputs_write_once = _write_once(ops, "output")
 
     remote_fill: dict[tuple[int, int, int], int] = {}  # (writer rank, reader rank, cta) -> op
+    peers_of: dict = {}   # (a Fan's ranks, rank) -> the peers' start ops and ranks
     for i, op in enumerate(ops):
         me = where[i]
         last, mark = touches.row(op.rank, op.cta)
@@ -135,11 +136,11 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
         srcs, dsts = op.srcs, op.dsts
         # a rack's reduction reads every rank's input, its broadcast stores to every
         # rank's output: user buffers that need only their owners' starts, done in bulk
-        if inputs_read_only and len(srcs) > 1 and set(map(REF_BUFFER, srcs)) == _INPUT:
-            _touch_users(srcs, op.rank, i, dep, start, last, mark)
+        if inputs_read_only and len(srcs) > 1 and set(ref_buffers(srcs)) == _INPUT:
+            _touch_users(srcs, op.rank, i, dep, start, last, mark, peers_of)
             srcs = ()
-        if outputs_write_once and len(dsts) > 1 and set(map(REF_BUFFER, dsts)) == _OUTPUT:
-            _touch_users(dsts, op.rank, i, dep, start, last, mark)
+        if outputs_write_once and len(dsts) > 1 and set(ref_buffers(dsts)) == _OUTPUT:
+            _touch_users(dsts, op.rank, i, dep, start, last, mark, peers_of)
             dsts = ()
         for ref in srcs:
             if ref.buffer == "input" and inputs_read_only:
@@ -233,16 +234,22 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
                  notify_order == "rotated", rotate_waits)
 
 
-def _touch_users(refs: tuple[Ref, ...], rank: int, i: int, dep: set[int], start: list[int],
-                 last: list, mark: bytearray) -> None:
+def _touch_users(refs: Refs, rank: int, i: int, dep: set[int], start: list[int], last: array,
+                 mark: bytearray, peers_of: dict) -> None:
     """Op ``i`` of ``rank`` touches the user buffers ``refs`` that no op of the call writes
     (an input) or reads (an output): each remote one needs only its owner's start, and
-    is the CTA's latest touch of that peer (what the per-Ref loop records, in bulk)."""
-    peers = [q for q in map(REF_RANK, refs) if q != rank]
-    dep.update(map(start.__getitem__, peers))
-    for q in peers:
-        last[q] = i
-        mark[q] = _USER
+    is the CTA's latest touch of that peer (what the per-Ref loop records, in bulk: a
+    Fan's peers are found once per rank, and the marks set through numpy)."""
+    key = (refs.ranks, rank) if type(refs) is Fan else None
+    got = peers_of.get(key) if key is not None else None
+    if got is None:
+        peers = [q for q in ref_ranks(refs) if q != rank]
+        got = (list(map(start.__getitem__, peers)), np.array(peers, np.int64))
+        if key is not None:
+            peers_of[key] = got
+    dep.update(got[0])
+    np.frombuffer(last, np.int64)[got[1]] = i
+    np.frombuffer(mark, np.uint8)[got[1]] = _USER
 
 
 _INPUT, _OUTPUT = {"input"}, {"output"}
@@ -265,7 +272,7 @@ def _gather_fences(touches: "_Touches", ordered: np.ndarray, world: int, collect
         if g is None:
             g = collect[rank] = len(where)
             where.append((rank, 0))
-        fenced[g].extend(map(last.__getitem__, peers.tolist()))
+        fenced[g].extend(np.frombuffer(last, np.int64).take(peers).tolist())
         new = peers[~told[rank].take(peers)]
         told[rank, new] = True
         for owner in new.tolist():
@@ -301,19 +308,22 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
 def _write_once(ops: list[Op], buffer: str) -> bool:
     """Whether no op reads ``buffer`` and no two op writes (nor two stores of one op)
     overlap there; puts (packet stores) do not count as writes of it."""
-    if any(buffer in map(REF_BUFFER, o.srcs) for o in ops) or any(
-            o.kind == "put" and buffer in map(REF_BUFFER, o.dsts) for o in ops):
+    if any(buffer in ref_buffers(o.srcs) for o in ops) or any(
+            o.kind == "put" and buffer in ref_buffers(o.dsts) for o in ops):
         return False
     # three arrays, not a tuple per store: a rack's broadcast AllGather stores to ~W
     # destinations per Copy, and the tuples were the peak of planning it; a broadcast's
     # stores are listed at C speed
+    fans = _fan_stores(ops, buffer)
+    if fans is not None:
+        return fans
     rank, lo, size = array("q"), array("q"), array("q")
     only = {buffer}
     for o in ops:
         ds = o.dsts
-        if len(ds) > 1 and set(map(REF_BUFFER, ds)) == only:
-            rank.extend(map(REF_RANK, ds))
-            lo.extend(map(REF_OFFSET, ds))
+        if len(ds) > 1 and set(ref_buffers(ds)) == only:
+            rank.extend(ref_ranks(ds))
+            lo.extend(ref_offsets(ds))
             size.extend(repeat(o.nbytes, len(ds)))
             continue
         for r in ds:
@@ -337,6 +347,34 @@ def _write_once(ops: list[Op], buffer: str) -> bool:
     return bool(not ((rk[1:] == rk[:-1]) & (a[1:] < b[:-1])).any())
 
 
+def _fan_stores(ops: list[Op], buffer: str) -> bool | None:
+    """:func:`_write_once` where every store to ``buffer`` is a Fan's and all the Fans name
+    one set of distinct ranks (a rack's broadcast or switch AllReduce): then every rank
+    holds the same intervals, and checking them once decides. None otherwise."""
+    ivs, ranks, seen = [], None, set()
+    for o in ops:
+        ds = o.dsts
+        if type(ds) is not Fan:
+            if buffer in ref_buffers(ds):
+                return None
+            continue
+        if ds.buffer != buffer or not ds.ranks:
+            continue
+        if id(ds.ranks) not in seen:   # a block's chunks share one tuple
+            got = frozenset(ds.ranks)
+            if len(got) != len(ds.ranks) or (ranks is not None and got != ranks):
+                return None
+            ranks = got
+            seen.add(id(ds.ranks))
+        ivs.append((ds.offset, o.nbytes))
+    if not ivs:
+        return None
+    a, n = np.array(ivs, np.int64).T
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], (a + n)[order]
+    return bool(not (a[1:] < b[:-1]).any())
+
+
 _SPAN, _RANKS = 1 << 40, 1 << 22
 """Bounds under which a (rank, byte offset) pair packs into one int64 key."""
 
@@ -358,16 +396,17 @@ _TOUCHED, _USER = 1, 3
 class _Touches:
     """Per CTA, the last op that touched each peer's memory and a mark of how (a row of W
     slots per CTA: a dict keyed by (rank, CTA, peer) held an entry per touch, W^2 C of them
-    in a rack's direct plan, each a tuple key and a tuple value)."""
+    in a rack's direct plan, each a tuple key and a tuple value). A slot's op is read
+    only where its mark is set."""
 
     def __init__(self, world: int):
         self.world = world
-        self.rows: dict[tuple[int, int], tuple[list, bytearray]] = {}
+        self.rows: dict[tuple[int, int], tuple[array, bytearray]] = {}
 
-    def row(self, rank: int, cta: int) -> tuple[list, bytearray]:
+    def row(self, rank: int, cta: int) -> tuple[array, bytearray]:
         got = self.rows.get((rank, cta))
         if got is None:
-            got = self.rows[(rank, cta)] = ([None] * self.world, bytearray(self.world))
+            got = self.rows[(rank, cta)] = (array("q", bytes(8 * self.world)), bytearray(self.world))
         return got
 
     def items(self) -> Iterator[tuple[int, int, int, int, bool]]:

@@ -28,18 +28,42 @@ from functools import reduce
 from itertools import chain, repeat
 from operator import getitem, is_, le, lt, or_, setitem
 
+import numpy as np
+
 from purlin.gcpause import paused
 from purlin.errors import Deadlock, ScheduleError
 from purlin.snac.clocks import Clocks, Untracked, tracked_programs
 from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait,
-                            WaitPackets, sources)
+                            WaitPackets, ref_buffers, ref_offsets, ref_ranks, sources)
 from purlin.snac.shadow import Overlap, Shadow
 from purlin.snac.static import integral, scan
 from purlin.snac.walk import SIGNAL_KEY, bursts
 from purlin.spec.collective import output_sources
 
 USER = ("input", "output")
+_INPUT = {"input"}
+_WIDE = 16
+"""A Ref list at least this long (a rack's reduction or broadcast) is read at C speed."""
+
+
+def _remote_users(refs: tuple[Ref, ...], rank: int, world: int) -> int:
+    """The ranks other than ``rank`` whose input or output ``refs`` name, as a bit mask
+    (bit q for rank q); a long list through numpy, not a Python step per Ref."""
+    if len(refs) >= _WIDE:
+        bufs = set(ref_buffers(refs))
+        if bufs.isdisjoint(USER):
+            return 0
+        if len(bufs) == 1:
+            bits = np.zeros(world, bool)
+            bits[list(ref_ranks(refs))] = True
+            bits[rank] = False
+            return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+    mask = 0
+    for r in refs:
+        if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
+            mask |= 1 << r.rank
+    return mask
 LONG_WAIT = 16
 """A Wait on this many signals or more has its notes kept for the next CTA of its rank."""
 
@@ -363,13 +387,8 @@ class _Dynamic:
         """The start of the call window: every peer whose input or output this touches
         has a CTA ordered before it. Records the access for :meth:`_ends`."""
         rank = self.ranks[k]
-        mask = 0
-        for r in (ins.srcs if type(ins) is Reduce else (ins.src,)):
-            if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
-                mask |= 1 << r.rank
-        for r in ins.dsts:
-            if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
-                mask |= 1 << r.rank
+        mask = _remote_users(ins.srcs if type(ins) is Reduce else (ins.src,), rank, self.s.world)
+        mask |= _remote_users(ins.dsts, rank, self.s.world)
         if not mask:
             return
         if mask & ~self.S[k]:
@@ -393,9 +412,9 @@ class _Dynamic:
 
     def _reduce(self, k: int, i: int, ins: Reduce) -> None:
         sh = self.sh
-        if all(r.buffer == "input" for r in ins.srcs):   # inputs hold themselves
+        if set(ref_buffers(ins.srcs)) <= _INPUT:   # inputs hold themselves
             o = ins.dsts[0].offset   # the sum as seen at the first destination, shifted to each
-            terms = sh.intern(tuple((r.rank, r.offset - o) for r in ins.srcs))
+            terms = sh.intern(tuple(zip(ref_ranks(ins.srcs), map((-o).__add__, ref_offsets(ins.srcs)))))
             sh.copy_out(k, i, o, ins.dsts, [(o, o + ins.nbytes, terms)])
             return
         reads = [sh.read(k, i, r, ins.nbytes) for r in ins.srcs]

@@ -229,7 +229,18 @@ def _mutate(s, rng):
         fields = [f for f in ("src", "dst", "srcs", "dsts") if hasattr(ins, f)]
         f = rng.choice(fields)
         refs = getattr(ins, f)
-        many = isinstance(refs, tuple)
+        if isinstance(refs, Fan) and rng.random() < 0.5:   # a bug in the Fan's own fields
+            if kind == "offset":
+                bad = replace(refs, offset=max(0, refs.offset + rng.choice([-64, -16, 16, 64])))
+            else:
+                ranks = list(refs.ranks)
+                j = rng.randrange(len(ranks))
+                ranks[j] = (ranks[j] + rng.choice([1, -1])) % s.world
+                bad = replace(refs, ranks=tuple(ranks))
+            instrs[i] = replace(ins, **{f: bad})
+            progs[k] = replace(progs[k], instrs=tuple(instrs))
+            return replace(s, programs=tuple(progs))
+        many = not isinstance(refs, Ref)   # a tuple of Refs or a Fan (planted as a tuple)
         lst = list(refs) if many else [refs]
         j = rng.randrange(len(lst))
         r = lst[j]
@@ -296,7 +307,7 @@ def test_fast_verifier_agrees_with_the_old_one_on_wide_handshakes(name):
 
 
 # ---- each shortcut of the fast verifier, on a bug only it could miss --------------------
-from purlin.snac.ir import Program, Schedule  # noqa: E402
+from purlin.snac.ir import Fan, Program, Schedule  # noqa: E402
 
 
 def _hand(programs, world=3, nbytes=64, num_signals=4, name="all_gather"):
