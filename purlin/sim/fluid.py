@@ -34,6 +34,7 @@ Units: bytes, microseconds, bytes per microsecond (1 GB/s = 1000 B/us).
 """
 from __future__ import annotations
 
+from array import array
 from typing import Sequence
 
 import numpy as np
@@ -105,10 +106,11 @@ class FluidModel:
         self._active_count = 0
         self._act_cache: np.ndarray | None = None
         # after the last recompute: unused capacity per resource and which are saturated
-        # (Python lists: the shortcut reads a few entries); flows added since; whether a
-        # change since needs a full recompute
-        self._rem = self._cap_list[:]
-        self._sat = [False] * (len(caps) + 1)
+        # (machine arrays: the shortcut reads a few entries as Python numbers, a solve
+        # writes all of them through a numpy view, with no list to build from thousands
+        # of resources); flows added since; whether a change since needs a full recompute
+        self._rem = array("d", self._cap_list)
+        self._sat = bytearray(len(caps) + 1)
         self._added: list[int] = []
         self._full = False
         self._left: list[float] = []   # rates of flows that left saturated resources since
@@ -295,21 +297,20 @@ class FluidModel:
         if self._paths is not None:
             rows = self._rows(d)
             rows.add_at(self.bytes_on, self.nbytes[d])
-            hit = rows.seg_any(np.asarray(self._sat)).take(rows.pid)
+            hit = rows.seg_any(np.frombuffer(self._sat, np.bool_)).take(rows.pid)
         else:
             idx, w = self.idx[d], self.w[d]
             np.add.at(self.bytes_on, idx.ravel(), (w * self.nbytes[d][:, None]).ravel())
-            hit = np.asarray(self._sat)[idx].any(axis=1)
+            hit = np.frombuffer(self._sat, np.bool_)[idx].any(axis=1)
         if hit.any():
             self._left.extend(self.rate[d[hit]].tolist())
             return True
-        rem = np.asarray(self._rem)
+        rem = np.frombuffer(self._rem, np.float64)   # a view: the sums land in place
         if self._paths is not None:
             rows.add_at(rem, self.rate[d])
         else:
             np.add.at(rem, idx.ravel(), (w * self.rate[d][:, None]).ravel())
         rem[self._dummy] = np.inf
-        self._rem = rem.tolist()
         return False
 
     # ---- rates -----------------------------------------------------------------------
@@ -325,7 +326,7 @@ class FluidModel:
         self.recomputes += 1
         self.shortcuts += 1
         if not self._active_count:
-            self._rem, self._sat = self._cap_list[:], [False] * len(self._cap_list)
+            self._rem, self._sat = array("d", self._cap_list), bytearray(len(self._cap_list))
         return True
 
     def recompute(self) -> None:
@@ -338,7 +339,7 @@ class FluidModel:
         added, self._added = self._added, []
         full, self._full = self._full, False
         if not self._active_count:
-            self._rem, self._sat = self._cap_list[:], [False] * len(self._cap_list)
+            self._rem, self._sat = array("d", self._cap_list), bytearray(len(self._cap_list))
             self._left = []
             return
         act = self._act()
@@ -364,10 +365,10 @@ class FluidModel:
         self._left = []
         self.rate[act] = rate
         rem[self._dummy] = np.inf
-        self._rem = rem.tolist()
+        np.frombuffer(self._rem, np.float64)[:] = rem
         sat = rem <= self.capacity * _SAT_REL
         sat[self._dummy] = False
-        self._sat = sat.tolist()
+        self._sat[:] = sat.tobytes()
         self._retime(act, old)
 
     def _fits(self, added: list[int]) -> bool:
@@ -418,12 +419,11 @@ class FluidModel:
             need = np.bincount(idx.ravel(), (self.w[sl] * caps[:, None]).ravel(), minlength=len(self.capacity))
             touched = np.unique(idx)
             touched = touched[touched != self._dummy]
-        rem = np.asarray(self._rem)
+        rem = np.frombuffer(self._rem, np.float64)
         left = rem[touched] - need[touched]
         if (left <= np.asarray(self._tol_list)[touched]).any():
             return False   # would saturate a resource: bottlenecks change
         rem[touched] = left
-        self._rem = rem.tolist()
         self.rate[sl] = caps
         if not self._soft:
             now = self.now_us
