@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets
+from purlin.snac.ir import Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_ranks
 from purlin.topology import Topology, link_class
 
 
@@ -25,10 +25,10 @@ def summarize(s: Schedule, topology: Topology) -> dict:
                 srcs = ins.srcs if t is Reduce else (ins.src,)
                 dsts = ins.dsts if t is not PutPackets else (ins.dst,)
                 wire = 2 if t is PutPackets else 1   # packets carry 8 B of flag per 8 B
-                for ref in srcs:
-                    r["bytes"][link_class(topology, prog.rank, ref.rank) + " read"] += ins.nbytes
-                for ref in dsts:
-                    r["bytes"][link_class(topology, prog.rank, ref.rank) + " write"] += ins.nbytes * wire
+                for q in ref_ranks(srcs):
+                    r["bytes"][link_class(topology, prog.rank, q) + " read"] += ins.nbytes
+                for q in ref_ranks(dsts):
+                    r["bytes"][link_class(topology, prog.rank, q) + " write"] += ins.nbytes * wire
             elif t is Notify:   # flags stored and checked, however many instructions
                 r["notifies"] += len(ins.peers)
             elif t is Wait:
