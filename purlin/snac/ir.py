@@ -11,6 +11,9 @@ per-rank buffers addressed as (rank, buffer, byte offset):
   embeds flags needs twice that); also halved by call parity;
 - signals: ``num_signals`` monotonic 64-bit flags per rank, never cleared.
 
+An address is a :class:`Ref`; a Copy's or Reduce's list of them is a tuple of Refs or a
+:class:`Fan` (one offset of one buffer on many ranks, equal to the tuple of its Refs).
+
 Epochs. Call k (k = 0, 1, ...) has base ``k * epoch_stride``. ``Notify(peers, signals,
 v)`` release-stores ``base + v`` into flag ``signals[i]`` of rank ``peers[i]`` for every i;
 ``Wait(signals, v)`` acquire-spins until each listed local flag is >= ``base + v``. One
