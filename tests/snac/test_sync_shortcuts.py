@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from purlin.sim import simulate
 from purlin.snac import Policy, plan, sync
-from purlin.snac.ir import Ref
+from purlin.snac.ir import Fan, Ref
 from purlin.snac.serialize import to_json
 from purlin.snac.sync import Op, _write_once
 from purlin.snac.verify import verify
@@ -110,6 +110,25 @@ def test_write_once_is_pairwise_disjointness(stores):
     inp = Ref(0, "input", 0)
     ops = [_op(0, [inp], dsts, n) for dsts, n in stores]
     spans = [(r.rank, r.offset, r.offset + n) for dsts, n in stores for r in dsts]
+    disjoint = not any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2]
+                       for j, x in enumerate(spans) for y in spans[j + 1:])
+    assert _write_once(ops, "output") is disjoint
+
+
+_FAN = st.builds(Fan, st.sampled_from([(0, 1, 2), (2, 0, 1), (1, 2), (0, 0, 1)]), st.just("output"),
+                 st.integers(0, 64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(_FAN, st.lists(_OUT_REF, min_size=1, max_size=3)), st.integers(1, 24)),
+                min_size=1, max_size=6))
+def test_write_once_over_fans_is_pairwise_disjointness(stores):
+    """Fans (one rank set, another, a rank twice) among Ref tuples: the check over one
+    interval list for Fans of one set of distinct ranks, and the store-by-store check
+    otherwise, say what the Refs say."""
+    inp = Ref(0, "input", 0)
+    ops = [Op(0, 0, "put", "copy", (inp,), d if isinstance(d, Fan) else tuple(d), n) for d, n in stores]
+    spans = [(r.rank, r.offset, r.offset + n) for d, n in stores for r in d]
     disjoint = not any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2]
                        for j, x in enumerate(spans) for y in spans[j + 1:])
     assert _write_once(ops, "output") is disjoint
