@@ -60,7 +60,7 @@ from purlin.sim.packets import (Overlapping, PacketEvents, PacketTimes, fused_po
 from purlin.sim.result import SimResult
 from purlin.sim.symmetry import Quotient, quotient
 from purlin.snac.bind import bind_topology
-from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffers,
+from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffer_set,
                             sources)
 from purlin.topology import Topology
 
@@ -80,7 +80,7 @@ def _notify_records(rec, rank: int, cta: int, instrs: tuple, first: int, end: in
 
 
 def _reads_packets(ins) -> bool:
-    return "packets" in ref_buffers(sources(ins))
+    return "packets" in ref_buffer_set(sources(ins))
 
 
 @paused()

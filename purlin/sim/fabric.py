@@ -48,7 +48,7 @@ import numpy as np
 
 from purlin.errors import ScheduleError
 from purlin.sim.calibration import AtomCost, Calibration
-from purlin.snac.ir import Copy, Fan, PutPackets, Reduce, ref_buffers, ref_ranks, sources
+from purlin.snac.ir import Copy, Fan, PutPackets, Reduce, ref_ranks, sources
 from purlin.topology import Switch, Topology, hbm_resource, is_direct, path_latency_us, route
 
 PACKET_WIRE_FACTOR = 2.0
@@ -184,9 +184,9 @@ class Fabric:
             key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,), (False,))
         else:
             srcs = sources(ins)
-            key = (type(ins).__name__[0], ins.atom, rank, tuple(ref_ranks(srcs)), tuple(ref_ranks(ins.dsts)),
-                   tuple(map("packets".__eq__, ref_buffers(srcs))) if type(srcs) is not Fan
-                   else (srcs.buffer == "packets",) * len(srcs))
+            pkt = ((srcs.buffer == "packets",) * len(srcs) if type(srcs) is Fan
+                   else tuple(s.buffer == "packets" for s in srcs))
+            key = (type(ins).__name__[0], ins.atom, rank, tuple(ref_ranks(srcs)), tuple(ref_ranks(ins.dsts)), pkt)
         spec = self._flows.get(key)
         if spec is None:
             spec = self._build(key, where)

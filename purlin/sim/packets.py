@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, Callable
 
-from purlin.snac.ir import Copy, PutPackets, Reduce, WaitPackets, ref_buffers, sources
+from purlin.snac.ir import Copy, PutPackets, Reduce, WaitPackets, ref_buffer_set, sources
 
 INF = float("inf")
 
@@ -177,7 +177,7 @@ def uses_packets(instrs: tuple) -> bool:
         if t is PutPackets or t is WaitPackets:
             return True
         if (t is Copy and ins.src.buffer == "packets") or (
-                t is Reduce and "packets" in ref_buffers(ins.srcs)):
+                t is Reduce and "packets" in ref_buffer_set(ins.srcs)):
             return True
     return False
 

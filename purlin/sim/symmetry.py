@@ -30,7 +30,7 @@ from itertools import repeat
 from purlin.sim import tails
 from purlin.sim.calibration import Calibration
 from purlin.sim.fabric import Fabric, FlowSpec
-from purlin.snac.ir import (Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffers, ref_offsets,
+from purlin.snac.ir import (Copy, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets, ref_buffer_set, ref_offsets,
                             ref_ranks)
 from purlin.sim.packets import fused_positions
 from purlin.topology import Topology, route
@@ -244,7 +244,7 @@ def _refs(refs: tuple, p: int, w: int) -> tuple:
     broadcast or reduction: W of them) as one (ranks, widths) pair, built by C-level maps
     (the same facts, so shapes are equal exactly when they were)."""
     if len(refs) > _WIDE:
-        bufs = set(ref_buffers(refs))
+        bufs = ref_buffer_set(refs)
         if len(bufs) == 1 and "packets" not in bufs:
             rel = tuple([(q - p) % w for q in ref_ranks(refs)])
             grids = tuple(map(_GRID.__getitem__, [o & 15 for o in ref_offsets(refs)]))

@@ -164,10 +164,11 @@ def ref_ranks(refs: Refs):
     return refs.ranks if type(refs) is Fan else map(REF_RANK, refs)
 
 
-def ref_buffers(refs: Refs):
-    """The buffer of each of ``refs`` (a Fan's one buffer, once: for set and ``in`` tests,
-    not for counting)."""
-    return (refs.buffer,) if type(refs) is Fan and refs.ranks else map(REF_BUFFER, refs)
+def ref_buffer_set(refs: Refs) -> set[str]:
+    """The buffers ``refs`` name (a Fan's one buffer, with no Ref made)."""
+    if type(refs) is Fan:
+        return {refs.buffer} if refs.ranks else set()
+    return set(map(REF_BUFFER, refs))
 
 
 def ref_offsets(refs: Refs):

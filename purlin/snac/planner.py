@@ -16,7 +16,7 @@ from purlin.errors import PlanError, SpecError
 from purlin.snac import dataflow as df
 from purlin.snac import limits
 from purlin.snac.bind import topology_ref
-from purlin.snac.ir import Ref, Schedule, ref_buffers
+from purlin.snac.ir import Ref, Schedule, ref_buffer_set
 from purlin.snac.policy import ALGORITHMS, MIN_CHUNK, REGIMES, Policy, codesign, traits
 from purlin.snac.tables import lookup, shipped_lookup
 from purlin.snac.sync import insert_sync
@@ -314,7 +314,7 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
     used: dict[int, set[tuple[int, int]]] = {}
     for o in ops:
         for refs in (o.srcs, o.dsts):
-            if "staging" in ref_buffers(refs):
+            if "staging" in ref_buffer_set(refs):
                 for r in refs:
                     if r.buffer == "staging":
                         used.setdefault(r.rank, set()).add(r.offset)
@@ -329,7 +329,7 @@ def _compact_staging(ops: list[df.Op]) -> tuple[list[df.Op], int]:
         size[rank] = len(offs) * slot
 
     def fix(refs):
-        if "staging" not in ref_buffers(refs):   # kept as it is (a Fan stays one)
+        if "staging" not in ref_buffer_set(refs):   # kept as it is (a Fan stays one)
             return refs
         return tuple(Ref(r.rank, "staging", remap[(r.rank, r.offset)]) if r.buffer == "staging"
                      else r for r in refs)

@@ -24,7 +24,7 @@ import numpy as np
 from purlin.errors import ScheduleError
 from purlin.snac.clocks import Clocks
 from purlin.snac.intervals import IntervalMap
-from purlin.snac.ir import Ref, ref_buffers, ref_offsets, ref_ranks
+from purlin.snac.ir import Ref, ref_buffer_set, ref_offsets, ref_ranks
 
 Terms = tuple[tuple[int, int], ...]
 _WIDE = 8
@@ -225,7 +225,7 @@ class Shadow:
         :meth:`_store`."""
         deferred, maps, shift, defer = self.deferred, self.maps, self.shift, self.defer
         one = got[0] if len(got) == 1 else None
-        if defer and one is not None and len(dsts) > _WIDE and set(ref_buffers(dsts)) == _OUTPUT:
+        if defer and one is not None and len(dsts) > _WIDE and ref_buffer_set(dsts) == _OUTPUT:
             try:
                 ranks = array(_RANKS, ref_ranks(dsts))
             except OverflowError:   # a rank past 16 bits: listed one by one below

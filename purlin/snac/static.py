@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from purlin.snac.ir import (ATOMS, REDUCTIONS, Copy, Fan, Notify, PutPackets, Reduce, Schedule, Wait, WaitPackets,
-                            ref_buffers, ref_offsets, ref_ranks)
+                            ref_buffer_set, ref_offsets, ref_ranks)
 
 _BUF = {"output": 1, "staging": 2, "packets": 3}
 
@@ -60,7 +60,7 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
     sizes = {b: np.array(v, np.int64) for b, v in size.items()}
 
     def refs_ok(refs, n: int, k: int, write: bool, record: bool = True) -> bool:
-        if len(refs) >= _WIDE:
+        if len(refs) >= WIDE:
             got = _wide_ok(refs, n, k, write, record, sizes, world, acc, fans)
             if got is not None:
                 return got
@@ -129,9 +129,9 @@ def _scan(s: Schedule, acc: Accesses) -> bool:
     return True
 
 
-_WIDE = 16
-"""A Ref list at least this long (a rack's broadcast or reduction names ~W) is checked
-and recorded by :func:`_wide_ok`."""
+WIDE = 16
+"""A Ref list at least this long (a rack's broadcast or reduction names ~W) is read at C
+speed: checked and recorded by :func:`_wide_ok`, and so in the verifier's walk."""
 
 
 def _wide_ok(refs, n: int, k: int, write: bool, record: bool, sizes: dict, world: int,
@@ -141,7 +141,7 @@ def _wide_ok(refs, n: int, k: int, write: bool, record: bool, sizes: dict, world
     ranks records 9.6 M of them). None where the list is not of that kind (mixed buffers,
     numpy integers, integers past 64 bits): then the Ref-by-Ref loop decides. A Fan's
     ranks (one tuple shared by a block's chunks) are read once, into ``fans``."""
-    bufs = set(ref_buffers(refs))
+    bufs = ref_buffer_set(refs)
     if len(bufs) != 1:
         return None
     (buf,) = bufs

@@ -40,7 +40,7 @@ import numpy as np
 from purlin.errors import PlanError
 from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import (Copy, Fan, Instruction, Notify, Program, PutPackets, Reduce, Ref, Refs, Wait, WaitPackets,
-                             quick_init, ref_buffers, ref_offsets, ref_ranks)
+                             quick_init, ref_buffer_set, ref_offsets, ref_ranks)
 
 USER = ("input", "output")
 
@@ -122,7 +122,7 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
     rank_of = [w[0] for w in where]
     # inputs nobody writes hold themselves: a read of one only needs the owner's start
     # when remote (no writer, and no later write to order after it)
-    inputs_read_only = not any("input" in ref_buffers(o.dsts) for o in ops)
+    inputs_read_only = not any("input" in ref_buffer_set(o.dsts) for o in ops)
     # outputs nobody reads, each byte written once (direct plans): a write there only
     # needs the owner's start when remote, so no shadow map is kept for them
     outputs_write_once = _write_once(ops, "output")
@@ -136,10 +136,10 @@ def insert_sync(ops: list[Op], world: int, dtype: str, op_name: str, atom: str,
         srcs, dsts = op.srcs, op.dsts
         # a rack's reduction reads every rank's input, its broadcast stores to every
         # rank's output: user buffers that need only their owners' starts, done in bulk
-        if inputs_read_only and len(srcs) > 1 and set(ref_buffers(srcs)) == _INPUT:
+        if inputs_read_only and len(srcs) > 1 and ref_buffer_set(srcs) == _INPUT:
             _touch_users(srcs, op.rank, i, dep, start, last, mark, peers_of)
             srcs = ()
-        if outputs_write_once and len(dsts) > 1 and set(ref_buffers(dsts)) == _OUTPUT:
+        if outputs_write_once and len(dsts) > 1 and ref_buffer_set(dsts) == _OUTPUT:
             _touch_users(dsts, op.rank, i, dep, start, last, mark, peers_of)
             dsts = ()
         for ref in srcs:
@@ -308,29 +308,13 @@ def _gate_starts(ops: list[Op], deps, start: list[int], where: list) -> list[int
 def _write_once(ops: list[Op], buffer: str) -> bool:
     """Whether no op reads ``buffer`` and no two op writes (nor two stores of one op)
     overlap there; puts (packet stores) do not count as writes of it."""
-    if any(buffer in ref_buffers(o.srcs) for o in ops) or any(
-            o.kind == "put" and buffer in ref_buffers(o.dsts) for o in ops):
+    if any(buffer in ref_buffer_set(o.srcs) for o in ops) or any(
+            o.kind == "put" and buffer in ref_buffer_set(o.dsts) for o in ops):
         return False
     # three arrays, not a tuple per store: a rack's broadcast AllGather stores to ~W
     # destinations per Copy, and the tuples were the peak of planning it; a broadcast's
-    # stores are listed at C speed
-    fans = _fan_stores(ops, buffer)
-    if fans is not None:
-        return fans
-    rank, lo, size = array("q"), array("q"), array("q")
-    only = {buffer}
-    for o in ops:
-        ds = o.dsts
-        if len(ds) > 1 and set(ref_buffers(ds)) == only:
-            rank.extend(ref_ranks(ds))
-            lo.extend(ref_offsets(ds))
-            size.extend(repeat(o.nbytes, len(ds)))
-            continue
-        for r in ds:
-            if r.buffer == buffer:
-                rank.append(r.rank)
-                lo.append(r.offset)
-                size.append(o.nbytes)
+    # stores are listed at C speed, and Fans of one rank set as one rank's
+    rank, lo, size = _fan_stores(ops, buffer) or _stores(ops, buffer)
     if not rank:
         return True
     rk, a, n = (np.frombuffer(x, np.int64) for x in (rank, lo, size))
@@ -347,15 +331,34 @@ def _write_once(ops: list[Op], buffer: str) -> bool:
     return bool(not ((rk[1:] == rk[:-1]) & (a[1:] < b[:-1])).any())
 
 
-def _fan_stores(ops: list[Op], buffer: str) -> bool | None:
-    """:func:`_write_once` where every store to ``buffer`` is a Fan's and all the Fans name
-    one set of distinct ranks (a rack's broadcast or switch AllReduce): then every rank
-    holds the same intervals, and checking them once decides. None otherwise."""
-    ivs, ranks, seen = [], None, set()
+def _stores(ops: list[Op], buffer: str) -> tuple[array, array, array]:
+    """(rank, offset, size) of every store to ``buffer``, in op order."""
+    rank, lo, size = array("q"), array("q"), array("q")
+    only = {buffer}
+    for o in ops:
+        ds = o.dsts
+        if len(ds) > 1 and ref_buffer_set(ds) == only:
+            rank.extend(ref_ranks(ds))
+            lo.extend(ref_offsets(ds))
+            size.extend(repeat(o.nbytes, len(ds)))
+            continue
+        for r in ds:
+            if r.buffer == buffer:
+                rank.append(r.rank)
+                lo.append(r.offset)
+                size.append(o.nbytes)
+    return rank, lo, size
+
+
+def _fan_stores(ops: list[Op], buffer: str) -> tuple[array, array, array] | None:
+    """:func:`_stores` where every store to ``buffer`` is a Fan's and all the Fans name one
+    set of distinct ranks (a rack's broadcast or switch AllReduce): every rank then holds
+    the same intervals, so one rank's (listed as rank 0) decide. None otherwise."""
+    lo, size, ranks, seen = array("q"), array("q"), None, set()
     for o in ops:
         ds = o.dsts
         if type(ds) is not Fan:
-            if buffer in ref_buffers(ds):
+            if buffer in ref_buffer_set(ds):
                 return None
             continue
         if ds.buffer != buffer or not ds.ranks:
@@ -366,13 +369,9 @@ def _fan_stores(ops: list[Op], buffer: str) -> bool | None:
                 return None
             ranks = got
             seen.add(id(ds.ranks))
-        ivs.append((ds.offset, o.nbytes))
-    if not ivs:
-        return None
-    a, n = np.array(ivs, np.int64).T
-    order = np.argsort(a, kind="stable")
-    a, b = a[order], (a + n)[order]
-    return bool(not (a[1:] < b[:-1]).any())
+        lo.append(ds.offset)
+        size.append(o.nbytes)
+    return (array("q", bytes(8 * len(lo))), lo, size) if lo else None
 
 
 _SPAN, _RANKS = 1 << 40, 1 << 22

@@ -35,23 +35,21 @@ from purlin.errors import Deadlock, ScheduleError
 from purlin.snac.clocks import Clocks, Untracked, tracked_programs
 from purlin.snac.intervals import IntervalMap
 from purlin.snac.ir import (ATOMS, BUFFERS, REDUCTIONS, Copy, Notify, PutPackets, Reduce, Ref, Schedule, Wait,
-                            WaitPackets, ref_buffers, ref_offsets, ref_ranks, sources)
+                            Refs, WaitPackets, ref_buffer_set, ref_offsets, ref_ranks, sources)
 from purlin.snac.shadow import Overlap, Shadow
-from purlin.snac.static import integral, scan
+from purlin.snac.static import WIDE, integral, scan
 from purlin.snac.walk import SIGNAL_KEY, bursts
 from purlin.spec.collective import output_sources
 
 USER = ("input", "output")
 _INPUT = {"input"}
-_WIDE = 16
-"""A Ref list at least this long (a rack's reduction or broadcast) is read at C speed."""
 
 
-def _remote_users(refs: tuple[Ref, ...], rank: int, world: int) -> int:
+def _remote_users(refs: Refs, rank: int, world: int) -> int:
     """The ranks other than ``rank`` whose input or output ``refs`` name, as a bit mask
     (bit q for rank q); a long list through numpy, not a Python step per Ref."""
-    if len(refs) >= _WIDE:
-        bufs = set(ref_buffers(refs))
+    if len(refs) >= WIDE:
+        bufs = ref_buffer_set(refs)
         if bufs.isdisjoint(USER):
             return 0
         if len(bufs) == 1:
@@ -64,6 +62,8 @@ def _remote_users(refs: tuple[Ref, ...], rank: int, world: int) -> int:
         if r.rank != rank and (r.buffer == "input" or r.buffer == "output"):
             mask |= 1 << r.rank
     return mask
+
+
 LONG_WAIT = 16
 """A Wait on this many signals or more has its notes kept for the next CTA of its rank."""
 
@@ -412,7 +412,7 @@ class _Dynamic:
 
     def _reduce(self, k: int, i: int, ins: Reduce) -> None:
         sh = self.sh
-        if set(ref_buffers(ins.srcs)) <= _INPUT:   # inputs hold themselves
+        if ref_buffer_set(ins.srcs) <= _INPUT:   # inputs hold themselves
             o = ins.dsts[0].offset   # the sum as seen at the first destination, shifted to each
             terms = sh.intern(tuple(zip(ref_ranks(ins.srcs), map((-o).__add__, ref_offsets(ins.srcs)))))
             sh.copy_out(k, i, o, ins.dsts, [(o, o + ins.nbytes, terms)])

@@ -280,10 +280,8 @@ def _path(topology: Topology, a: str, b: str) -> tuple[str, ...]:
         return ()
     key = ("path", a, b)
     if key not in topology._routes:
-        topology._routes[key] = _short_path(topology, a, b)
-        if topology._routes[key] is None:
-            direct = b in _direct_gpus(topology, a)
-            topology._routes[key] = _first_shortest_path(topology.graph, a, b, _hops_to(topology, b, direct))
+        topology._routes[key] = _short_path(topology, a, b) or _first_shortest_path(
+            topology.graph, a, b, _hops_to(topology, b, b in _direct_gpus(topology, a)))
     return topology._routes[key]
 
 

@@ -10,7 +10,7 @@ import pytest
 from purlin.errors import ScheduleError
 from purlin.sim import simulate
 from purlin.snac import plan
-from purlin.snac.ir import Copy, Fan, Reduce, Ref, ref_buffers, ref_offsets, ref_ranks
+from purlin.snac.ir import Copy, Fan, Reduce, Ref, ref_buffer_set, ref_offsets, ref_ranks
 from purlin.snac.serialize import digest, from_json, programs_digest, to_json
 from purlin.snac.verify import verify
 from purlin.spec import library
@@ -42,7 +42,7 @@ def test_a_fan_is_the_tuple_of_its_refs():
     assert (Ref(0, "input", 0),) + f == (Ref(0, "input", 0),) + t and f + () == t
     assert f != Fan((3, 1, 2), "output", 80) and f != t[:2] and f != Fan((1, 3, 2), "output", 64)
     assert list(ref_ranks(f)) == [3, 1, 2] and list(ref_offsets(f)) == [64] * 3
-    assert set(ref_buffers(f)) == {"output"} and list(ref_buffers(Fan((), "output", 0))) == []
+    assert ref_buffer_set(f) == {"output"} and list(ref_buffer_set(Fan((), "output", 0))) == []
     c = Copy(Ref(0, "input", 0), f, 16)
     assert c == Copy(Ref(0, "input", 0), t, 16) and hash(c) == hash(Copy(Ref(0, "input", 0), t, 16))
     assert pickle.loads(pickle.dumps(c)) == c and str(f) == "output[3,1,2]+64"
