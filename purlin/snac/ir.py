@@ -123,6 +123,10 @@ class Fan(Sequence):
     buffer: str
     offset: int
 
+    def __post_init__(self) -> None:
+        if type(self.ranks) is not tuple:   # a list or range given: held as the tuple
+            object.__setattr__(self, "ranks", tuple(self.ranks))
+
     def __len__(self) -> int:
         return len(self.ranks)
 

@@ -107,6 +107,19 @@ def test_a_broken_fan_is_named_as_its_refs_would_be(change):
     assert msg == _error(_expanded(bad))
 
 
+def test_a_fan_given_a_list_of_ranks_holds_their_tuple():
+    """Ranks given as a list or range (a user building a Schedule by hand) are held as a
+    tuple, so the Fan hashes and a wide one verifies as the tuple of its Refs does."""
+    assert Fan([3, 1, 2], "output", 64) == Fan((3, 1, 2), "output", 64) and Fan(range(2), "input", 0).ranks == (0, 1)
+    s = plan(library.all_gather(20, 20 * 256), minimal(20), {"regime": "direct"}, check=False)
+    first = _fans(s)[0]
+    listed = _with_first_fan(s, ranks=list(first.ranks))
+    assert hash(_fans(listed)[0]) == hash(tuple(first))
+    verify(listed)
+    bad = _with_first_fan(s, ranks=list(first.ranks[:-1]) + [first.ranks[0]])
+    assert _error(bad) == _error(_expanded(bad))
+
+
 def test_the_planner_keeps_refs_where_holders_differ_in_offset():
     """An AllToAll's holders each get a block at its own offset: no Fan, Refs as ever."""
     s = plan(library.all_to_all(8, 1 << 20), load_topology("hgx-h200-8"), {"regime": "direct"}, check=False)
