@@ -26,9 +26,9 @@ What a flow's path costs: up to ``maxmin._WIDE`` positions, a row of dense flow 
 position arrays (the solver's column form works on those). Once a wider path comes (a
 reduction over every rank crosses each source's memory and link: 1152 resources at 576
 ranks), every path is kept once in a :class:`~purlin.sim.paths.PathStore` and a flow is
-a pattern id, solved by :mod:`purlin.sim.sparse_fill` to the same bits: thousands of
-such flows are instances of a few hundred paths, and the dense arrays took more memory
-than the schedule.
+a pattern id, solved by :mod:`purlin.sim.sparse_fill` to the same rates, to rounding:
+thousands of such flows are instances of a few hundred paths, and the dense arrays took
+more memory than the schedule.
 
 Units: bytes, microseconds, bytes per microsecond (1 GB/s = 1000 B/us).
 """
@@ -63,7 +63,7 @@ class FluidModel:
     shared_paths : bool
         At the first path wider than ``maxmin._WIDE``, keep every path once, in a
         :class:`~purlin.sim.paths.PathStore` (False: the dense arrays, the form the store
-        is checked against; the rates are the same to the bit).
+        is checked against; the rates are the same to rounding).
 
     Examples
     --------

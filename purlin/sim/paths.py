@@ -10,11 +10,13 @@ pattern id.
 
 What the max-min solver needs from the flows takes two forms. A per-flow minimum or "all"
 over the path is the pattern's, computed once per pattern. A per-resource sum over flows
-(load, frozen use, demand, bytes) must keep its terms in flow order, since their order
-fixes its bits (:mod:`purlin.sim.maxmin`); :meth:`Rows.sums` expands the flows' entries a
-chunk of flows at a time and accumulates sequentially (``np.add.at`` is unbuffered), so
-each resource gets exactly the terms, in exactly the order, of ``np.bincount`` over the
-dense rows, and the memory is that of one chunk.
+(load, frozen use, demand) is formed per pattern (:meth:`Rows.sums`): the flows of a
+pattern are summed first, then each pattern's weights applied once. Its cost is that of
+the patterns in use, not of every flow's path: at 576 ranks a ReduceScatterV's solve
+sums some 560 patterns of 1,153 resources where 3,900 flows would expand to 4.5 M
+entries. The dense rows sum flow by flow, so the two agree to rounding, not to the bit.
+The bytes a flow leaves on its resources are still added flow by flow
+(:meth:`Rows.add_at`: ``np.add.at`` is unbuffered), a chunk of flows at a time.
 """
 from __future__ import annotations
 
@@ -95,18 +97,19 @@ class Rows:
 
     # ---- per resource, in flow order ---------------------------------------------------
     def sums(self, r1: int, scale: np.ndarray | None = None) -> np.ndarray:
-        """``np.bincount`` of the flows' weights (times ``scale`` per flow) by resource:
-        the terms of each resource in flow order, bit for bit as over the dense rows."""
-        ln = self.plen.take(self.pid)
-        if ln.sum() > CHUNK:
-            out = np.zeros(r1)
-            self.add_at(out, scale)
-            return out
-        g = _ranges(self.ptr.take(self.pid), ln)   # one chunk: bincount adds in the same order
-        vals = self.w.take(g)
-        if scale is not None:
-            vals *= scale.repeat(ln)
-        return np.bincount(self.res.take(g), vals, minlength=r1)
+        """Per resource, the flows' weights (times ``scale`` per flow) summed: first each
+        pattern's flows (their scales, in flow order), then one term per pattern and
+        resource, patterns in id order. The dense rows sum the same terms flow by flow,
+        so the two agree to rounding (a few units in the last place), not to the bit;
+        here the work is that of the patterns in use, not of every flow's path."""
+        npat = len(self.plen)
+        count = np.bincount(self.pid, minlength=npat)
+        present = np.flatnonzero(count)
+        per = (count.take(present).astype(float) if scale is None
+               else np.bincount(self.pid, scale, minlength=npat).take(present))
+        ln = self.plen.take(present)
+        g = _ranges(self.ptr.take(present), ln)
+        return np.bincount(self.res.take(g), self.w.take(g) * per.repeat(ln), minlength=r1)
 
     def add_at(self, out: np.ndarray, scale: np.ndarray | None = None) -> None:
         """Add each flow's weights (times ``scale``) to ``out`` one term at a time, in flow

@@ -2,13 +2,14 @@
 
 :func:`fill_rows` and :func:`kept_below_rows` compute what :func:`~purlin.sim.maxmin.fill`
 (its row-by-row form for paths wider than ``_WIDE``) and
-:func:`~purlin.sim.maxmin.kept_below` compute over the dense flow x position arrays, bit
-for bit, from :class:`~purlin.sim.paths.Rows`: a reduction's flows over 576 ranks
-are 1152 positions wide and number in the thousands, and the dense arrays (and the
-temporaries of a round, each as large) held gigabytes. Here a per-flow minimum or "all"
-over a path is taken once per pattern, and every per-resource sum is formed by
-:meth:`~purlin.sim.paths.Rows.sums` with the dense sum's terms in its order; memory is
-the patterns, per-flow vectors and one chunk of expanded entries.
+:func:`~purlin.sim.maxmin.kept_below` compute over the dense flow x position arrays, from
+:class:`~purlin.sim.paths.Rows`: a reduction's flows over 576 ranks are 1152 positions
+wide and number in the thousands, and the dense arrays (and the temporaries of a round,
+each as large) held gigabytes. Here a per-flow minimum or "all" over a path is taken once
+per pattern, and every per-resource sum is formed per pattern
+(:meth:`~purlin.sim.paths.Rows.sums`), so the rates are the dense ones to rounding (the
+property tests hold the two together, and both to progressive filling); memory is the
+patterns and per-flow vectors.
 """
 from __future__ import annotations
 

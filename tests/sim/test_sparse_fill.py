@@ -1,5 +1,6 @@
 """Wide paths kept once each (purlin.sim.paths) and solved over them (purlin.sim.sparse_fill):
-the same rates, levels and books as the dense flow x position form, to the last bit."""
+the same rates, levels and books as the dense flow x position form, to rounding (a pattern's
+flows are summed before its weights are applied, the dense form sums flow by flow)."""
 import contextlib
 import math
 
@@ -63,13 +64,16 @@ def _rows(idx, w, dummy, shared):
 
 
 def _same(a, b):
-    return a.tobytes() == b.tobytes()
+    """Equal to rounding: a few units in the last place of the values compared (inf
+    where both are), nothing more."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=1e-9)
 
 
 @settings(max_examples=300, deadline=None)
 @given(_wide(), st.booleans(), st.integers(1, 40), st.data())
-def test_patterns_give_the_dense_rates_bit_for_bit(inst, shared, chunk, data):
-    """fill over patterns is the dense fill (its row-by-row form) to the last bit, alone
+def test_patterns_give_the_dense_rates(inst, shared, chunk, data):
+    """fill over patterns is the dense fill (its row-by-row form) to rounding, alone
     and with flows held at their rates; both are progressive filling."""
     idx, w, cap, capacity, dummy = inst
     rows = _rows(idx, w, dummy, shared)
@@ -157,10 +161,13 @@ def _books(batches, knee, paths_on):
 def test_a_model_with_wide_paths_keeps_the_dense_books(batches, knee):
     """The model switches to patterns at its first wide path (flows already running move
     over) and then keeps the same rates, speeds (soft knees too), finish times, unused
-    capacity and bytes, to the last bit, as with the dense arrays."""
+    capacity and bytes, to rounding, as with the dense arrays: step for step, the same
+    flows finish together."""
     sparse, m = _books(batches, knee, True)
     dense, d = _books(batches, knee, False)
-    assert sparse == dense
+    assert len(sparse) == len(dense)
+    for a, b in zip(sparse, dense):
+        assert len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     assert (m._paths is not None) == (d._fanout > 8) and d._paths is None
 
 
@@ -191,4 +198,4 @@ def test_the_store_keeps_each_path_once_and_drops_those_that_ended():
     d, _, rate_d, bytes_d = run(False)
     assert counts[0] == 5 and m.idx is None and d.idx.shape[1] >= 400
     assert max(counts) < 300 and min(counts[1:]) >= 5          # ended paths were dropped
-    assert rate == rate_d and bytes_on == bytes_d
+    assert _same(rate, rate_d) and _same(bytes_on, bytes_d)
