@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: Atom + loopback + eager benchmarks, calibration microbenchmarks, the validation
+# One device call: Atom + loopback + traffic-mix + eager benchmarks, calibration microbenchmarks, the validation
 # measurements (then run fit_calibration.py and validate.py predict on a CPU), then the GPU
 # tests. Logs and results go to $OUT (the device tool brings them back) and results also to
 # benchmarks/results/. Each stage has its own time limit so one slow stage cannot eat the rest.
@@ -12,6 +12,7 @@ OUT=${OUT:-/tmp/purlin-out}; mkdir -p "$OUT"; export OUT
 stage() { local t=$1 name=$2; shift 2; echo "=== $name"; timeout "$t" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -n 40 "$OUT/$name.log"; }
 stage ${T_ATOMS:-120} atoms python3 benchmarks/gpu_atoms.py
 stage ${T_LOOP:-200} loopback python3 benchmarks/gpu_loopback.py
+stage ${T_MIX:-60} traffic_mix python3 benchmarks/gpu_traffic_mix.py
 stage ${T_DIAG:-120} diagnose python3 benchmarks/gpu_diagnose.py
 stage 60 diagnose_align_off env PURLIN_DEFINES=PURLIN_DST_ALIGN=0 python3 benchmarks/gpu_diagnose.py --only agv --update
 stage ${T_EAGER:-90} eager python3 benchmarks/gpu_eager.py

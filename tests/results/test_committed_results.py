@@ -215,3 +215,26 @@ def test_two_gpu_run_and_its_prediction_reproduce():
         assert simulate(s, topo, cal, record=False).time_us == pytest.approx(p["predicted_us"], rel=1e-9)
     errs = [abs(p["error"]) for p in pred["rows"]]
     assert pred["summary"]["median_abs_err"] == pytest.approx(statistics.median(errs))
+
+
+def test_traffic_mix_summary_is_what_its_samples_say():
+    """h100-traffic-mix.json: each mix's ratio is its best grid's median over memcpy's best
+    size (both bytes read plus written per second), and each collective of the seven is
+    matched to the mix of its least traffic (an AllGather at W=8 writes each byte read 8
+    times, a ReduceScatter reads 8 per byte written, the rest one per one)."""
+    doc = load("h100-traffic-mix.json")
+    s, raw = doc["summary"], doc["raw"]
+    memcpy = max(2 * int(size) / statistics.median(v) / 1e3 for size, v in raw["memcpy_us"].items())
+    assert s["memcpy_gbps"] == pytest.approx(memcpy, rel=1e-12)
+    for name, by_grid in raw["raw_us"].items():
+        t = min(statistics.median(v) for v in by_grid.values())
+        assert s["best"][name]["vs_memcpy"] == pytest.approx(raw["bytes"][name] / t / 1e3 / memcpy, rel=1e-12)
+    per = s["buffer_bytes"]
+    assert raw["bytes"]["bcast_8_cs"] == 9 * per and raw["bytes"]["sum_8"] == 9 * per and raw["bytes"]["write"] == per
+    mix = s["collectives_w8_64MiB"]
+    assert {k: round(v["reads_per_write"], 3) for k, v in mix.items()} == {
+        "all_reduce": 1.0, "all_gather": 0.125, "reduce_scatter": 8.0, "all_to_all": 1.0,
+        "all_gather_v": 0.125, "reduce_scatter_v": 8.0, "all_to_all_v": 1.0}
+    assert [mix[k]["kernel"] for k in ("all_gather", "reduce_scatter", "all_to_all")] == ["bcast_8_cs", "sum_8", "bcast_1_cs"]
+    for v in mix.values():
+        assert v["kernel_vs_memcpy"] == s["best"][v["kernel"]]["vs_memcpy"]
