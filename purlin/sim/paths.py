@@ -95,7 +95,7 @@ class Rows:
         used[self.pid] = True
         return np.unique(self.res[used.repeat(self.plen)])
 
-    # ---- per resource, in flow order ---------------------------------------------------
+    # ---- per resource ------------------------------------------------------------------
     def sums(self, r1: int, scale: np.ndarray | None = None) -> np.ndarray:
         """Per resource, the flows' weights (times ``scale`` per flow) summed: first each
         pattern's flows (their scales, in flow order), then one term per pattern and
