@@ -118,16 +118,23 @@ def wrong_bytes(c, ins, outs) -> int:
                for o, w in zip(outs, want) if o is not None)
 
 
-def least_traffic(c) -> int:
-    """Bytes the collective must move through HBM at least: every output byte written once
-    and every input byte some output depends on read once, summed over ranks."""
+def traffic(c) -> tuple[int, int]:
+    """(bytes read, bytes written) the collective must move through HBM at least: every
+    input byte some output depends on read once, every output byte written once, summed
+    over ranks."""
     from purlin.spec.collective import output_sources
     out = sum(c.output.nbytes(q) for q in range(c.world))
     needed = set()
     for p, srcs in output_sources(c):
         for s in srcs:
             needed.add((s.rank, s.name, s.offset, s.nbytes))
-    return out + sum(n for *_, n in needed)
+    return sum(n for *_, n in needed), out
+
+
+def least_traffic(c) -> int:
+    """Bytes the collective must move through HBM at least (:func:`traffic`, read plus
+    written)."""
+    return sum(traffic(c))
 
 
 def before_and_after(script: str | Path, before: str | Path, child_args: list[str]) -> dict:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpu_common import cupy, header, median, memcpy_roofline, write
+from gpu_common import cupy, header, median, memcpy_roofline, traffic, write
 
 MiB = 1 << 20
 SOURCE = r"""
@@ -101,7 +101,7 @@ def _ptrs(cp, arrays):
 def measure(cp, per: int, rounds: int, reps: int) -> dict:
     """Each kernel at each grid, ``rounds`` interleaved rounds of ``reps`` launches: raw
     microseconds per launch, and the bytes each launch reads plus writes."""
-    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=None)
+    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",))
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     n16 = per // 16
     src = cp.arange(per // 4, dtype=cp.float32)
@@ -144,14 +144,10 @@ def collective_mixes(per: int) -> dict:
     """Per collective of the seven at W=8 and ``per`` bytes of input a rank: HBM bytes read
     and written at least (every output byte written once, every needed input byte read once)."""
     from purlin.spec import library
-    from purlin.spec.collective import output_sources
     out = {}
     for name in library.PURLIN_SEVEN:
         size = per * 8 if name in ("all_gather", "all_gather_v") else per
-        c = library.from_size(name, 8, size, "fp32", seed=1)
-        written = sum(c.output.nbytes(q) for q in range(c.world))
-        needed = {(s.rank, s.name, s.offset, s.nbytes) for _, srcs in output_sources(c) for s in srcs}
-        read = sum(n for *_, n in needed)
+        read, written = traffic(library.from_size(name, 8, size, "fp32", seed=1))
         out[name] = {"read_bytes": read, "written_bytes": written, "reads_per_write": read / written}
     return out
 

@@ -12,9 +12,9 @@ What the max-min solver needs from the flows takes two forms. A per-flow minimum
 over the path is the pattern's, computed once per pattern. A per-resource sum over flows
 (load, frozen use, demand) is formed per pattern (:meth:`Rows.sums`): the flows of a
 pattern are summed first, then each pattern's weights applied once. Its cost is that of
-the patterns in use, not of every flow's path: at 576 ranks a ReduceScatterV's solve
-sums some 560 patterns of 1,153 resources where 3,900 flows would expand to 4.5 M
-entries. The dense rows sum flow by flow, so the two agree to rounding, not to the bit.
+the patterns in use, not of every flow's path: a rack's reduction runs thousands of flows
+over a few hundred patterns, each as wide as the rack. The dense rows sum flow by flow,
+so the two agree to rounding, not to the bit.
 The bytes a flow leaves on its resources are still added flow by flow
 (:meth:`Rows.add_at`: ``np.add.at`` is unbuffered), a chunk of flows at a time.
 """
