@@ -35,7 +35,11 @@ per instruction; ``benchmarks/calibrate_executor.py`` runs them on a GPU and
   reader CTAs, each reducing its c-byte chunk of every window with its own input: the
   shape of a latency ReduceScatter consumer, against how many CTAs do the pushes (held
   out; the 2026-12-05 confirmation measured picks with one put CTA where the best had two
-  0.3-0.8 us slower than the simulator ranks them, inside one call).
+  0.3-0.8 us slower than the simulator ranks them, inside one call);
+- ``put_wave``: one CTA pushes a run of m PutPackets of n bytes, one CTA waits for the
+  first or the last window and copies it out: when a window of a run becomes readable,
+  against the run's bytes across the executor's passes over its threads (512 threads, one
+  16-byte vector each: 8 KiB of payload a pass) (held out).
 
 Examples
 --------
@@ -53,7 +57,7 @@ from purlin.snac.ir import Copy, Notify, Program, PutPackets, Reduce, Ref, Sched
 from purlin.spec import Collective, Layout
 
 __all__ = ["CASES", "case_key", "measured", "chain", "copy_dsts", "copy_ops", "ctas", "fan_in", "loaded",
-           "notify_ops", "packets", "pkt_reduce", "push_read", "put_ops", "put_pass", "reduce_ctas",
+           "notify_ops", "packets", "pkt_reduce", "push_read", "put_ops", "put_pass", "put_wave", "reduce_ctas",
            "reduce_ops", "wait_ops"]
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -171,6 +175,16 @@ def put_pass(last: bool, p: int) -> Schedule:
     return Schedule(spec(p * n, p * n), tuple(progs), 0, p * m * n, 1, 2)
 
 
+def put_wave(m: int, n: int, last: bool) -> Schedule:
+    """CTA 0 pushes its input as one run of m PutPackets of n bytes; CTA 1 waits for the
+    first or the last window (a standalone WaitPackets) and copies it out."""
+    win = lambda j: Ref(0, "packets", j * n)  # noqa: E731
+    push = tuple(PutPackets(Ref(0, "input", j * n), win(j), n, 1) for j in range(m))
+    j = m - 1 if last else 0
+    read = (WaitPackets(win(j), n, 1), Copy(win(j), (Ref(0, "output", 0),), n))
+    return Schedule(spec(m * n, n), (Program(0, 0, "push", push), Program(0, 1, "read", read)), 0, m * n, 1, 2)
+
+
 def pkt_reduce(m: int, n: int, p: int) -> Schedule:
     """p push/reduce pairs at once: CTA 2b pushes its n input bytes into m packet windows
     (one PutPackets run), CTA 2b + 1 reduces the m windows and its own n input bytes (the
@@ -236,6 +250,12 @@ PUSH_READ = ([dict(n=64 * KiB, p=p, q=64 * KiB // p, c=2 * KiB, red=red)
                                                                      (32 * KiB, 8 * KiB))]
              + [dict(n=64 * KiB, p=4 * KiB, q=q, c=4 * KiB, red=False) for q in (4, 8)])
 
+PUT_WAVE = ([dict(m=m, n=n, last=True) for m, n in ((1, KiB), (1, 4 * KiB), (1, 8 * KiB), (1, 12 * KiB),
+                                                 (1, 16 * KiB), (2, 4 * KiB), (3, 4 * KiB), (4, 4 * KiB),
+                                                 (8, KiB), (5, 2 * KiB), (6, 2 * KiB), (7, 2 * KiB),
+                                                 (8, 2 * KiB))]
+            + [dict(m=m, n=n, last=False) for m, n in ((4, 4 * KiB), (7, 2 * KiB), (8, 2 * KiB))])
+
 CASES = (
     [("copy_ops", dict(k=k, n=n), copy_ops(k, n)) for k in (1, 4, 16, 64) for n in (4 * KiB, 64 * KiB, 1 * MiB)]
     + [("reduce_ops", dict(k=k, n=n, m=m), reduce_ops(k, n, m)) for k in (1, 16) for n in (64 * KiB, 1 * MiB)
@@ -265,6 +285,7 @@ CASES = (
        for m in (2, 8)]
     + [("push_read", d, push_read(**d)) for d in PUSH_READ]
     + [("fan_in", d, fan_in(**d)) for d in FAN_IN]
+    + [("put_wave", d, put_wave(**d)) for d in PUT_WAVE]
 )
 
 

@@ -40,11 +40,12 @@ def microbenchmark_errors(raw: dict, calibration: str = "h200") -> dict[tuple, f
 
 def held_out(errs: dict) -> list[float]:
     """Cases the fit does not use: the single push/unpack pairs but the largest, and the
-    push/read shapes of latency consumers (push_read, fan_in)."""
+    push/read shapes of latency consumers (push_read, fan_in), and when a run's windows
+    become readable (put_wave)."""
     pk = [(dict(p)["k"], dict(p)["n"], e) for (name, p), e in errs.items() if name == "packets"]
     big = max(n for k, n, _ in pk if k == 1)
     return ([e for k, n, e in pk if k == 1 and n != big]
-            + [e for (name, _), e in errs.items() if name in ("push_read", "fan_in")])
+            + [e for (name, _), e in errs.items() if name in ("push_read", "fan_in", "put_wave")])
 
 
 def known_gaps(errs: dict) -> dict:
