@@ -6,16 +6,21 @@ Schedules of :mod:`purlin.sim.microbench` (which lists what each case measures) 
 loopback world, each timed in CUDA graphs; :mod:`purlin.sim.fit` fits the simulator from
 the results (``benchmarks/fit_calibration.py``).
 
-    python3 benchmarks/calibrate_executor.py     (GPU; ~1 minute)
+    python3 benchmarks/calibrate_executor.py [--out NAME]     (GPU; ~1 minute)
 
-Writes h200-executor-calibration-raw.json (machine, date, command, raw samples).
+Writes h200-executor-calibration-raw.json (or NAME: machine, date, command, raw samples).
 """
 from __future__ import annotations
+
+import argparse
 
 from purlin.sim.microbench import CASES, MiB
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="h200-executor-calibration-raw.json")
+    args = ap.parse_args(argv)
     from gpu_common import cupy, header, median, time_graph, write
 
     from purlin.backends.gpu import LoopbackWorld
@@ -36,7 +41,7 @@ def main() -> None:
         rows.append({"case": name, **params, "us_per_call": us})
         print(f"{name:>10} {params}  {median(us):9.2f} us", flush=True)
     doc = {**header(), "raw": rows}
-    print(write("h200-executor-calibration-raw.json", doc))
+    print(write(args.out, doc))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Confirm the loopback codesign tables on the GPU: does the pick beat its rivals?
 
-For each world W in 2, 4, 8 (the H200 loopback world, W ranks on one GPU), each of the
-seven collectives and each size band of ``topologies/codesign/h200-loopback.json``, this
+For each world W in 2, 4, 8 (the loopback world, W ranks on one GPU), each of the
+seven collectives and each size band of ``topologies/codesign/<gpu>-loopback.json`` (``--gpu``,
+default h200: the table of the GPU this runs on, made with that GPU's calibration), this
 runs, at one size of the band, the table's pick and the next-best candidates the search
 recorded there (``--rivals``, default 5, by predicted time), each the exact schedule the
 simulator predicted (same programs digest), every output checked once (poisoned outputs,
 random inputs), then timed in CUDA graphs in interleaved rounds (so drift hits all
 candidates alike).
 
-Writes benchmarks/results/h200-codesign.json: machine, GPU, date, command, per case every
+Writes benchmarks/results/<gpu>-codesign.json: machine, GPU, date, command, per case every
 candidate's raw samples, and a ``summary``: the share of (collective, W, band) cases whose
 pick is within 5% of the measured best (target >= 90%), the geometric mean of measured
 pick / measured best (target <= 1.03), and per case which candidate won and how the
@@ -45,8 +46,12 @@ from pathlib import Path
 from common import header as cpu_header, load, revise, save
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT / "topologies" / "codesign" / "h200-loopback.json"
 OUT = "h200-codesign.json"
+
+
+def table_path(gpu: str) -> Path:
+    """The loopback codesign table of a GPU kind."""
+    return ROOT / "topologies" / "codesign" / f"{gpu}-loopback.json"
 SIZE_CAP = 64 << 20          # measure a band at a size at most this (where the band allows)
 # What one candidate costs the device beyond its timed calls: upload, capture, first run,
 # check (from the loopback benchmarks' logs on the H200: tens of milliseconds a schedule).
@@ -61,6 +66,7 @@ def calls_per_graph(predicted_us: float) -> int:
 def cases(table: dict, worlds, names, rivals: int) -> list[dict]:
     """One case per (world, collective, band): the size to run and its candidates."""
     out = []
+    loopback = table["topology"]
     for w in worlds:
         entry = table["worlds"][str(w)]
         for name in names:
@@ -74,7 +80,7 @@ def cases(table: dict, worlds, names, rivals: int) -> list[dict]:
                           "programs_digest": p["pick"]["programs_digest"]}]
                 cands += [{"label": f"rival{j + 1}", "policy": r["policy"], "predicted_us": r["time_us"],
                            "programs_digest": r["programs_digest"]} for j, r in enumerate(p["rivals"][:rivals])]
-                out.append({"world": w, "collective": name, "band": k, "band_nbytes": [band["min_nbytes"], band["max_nbytes"]],
+                out.append({"loopback": loopback, "world": w, "collective": name, "band": k, "band_nbytes": [band["min_nbytes"], band["max_nbytes"]],
                             "size": p["size"], "nbytes": p["nbytes"], "cta_budget": entry["cta_budget"],
                             "candidates": cands})
     return out
@@ -95,7 +101,7 @@ def plan_case(case: dict):
     from purlin.snac.serialize import programs_digest
     from purlin.spec import library
     from purlin.topology import load_topology
-    topo = load_topology("h200-loopback", world=case["world"])
+    topo = load_topology(case["loopback"], world=case["world"])
     c = library.from_size(case["collective"], case["world"], case["size"], "fp32")
     scheds = []
     for cand in case["candidates"]:
@@ -134,7 +140,8 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
     props = cp.cuda.runtime.getDeviceProperties(0)
     doc["gpu"] = {"name": props["name"].decode(), "sms": props["multiProcessorCount"],
                   "driver": cp.cuda.runtime.driverGetVersion(), "runtime": cp.cuda.runtime.runtimeGetVersion()}
-    doc.update(table=str(TABLE.relative_to(ROOT)), rounds=rounds, replays=replays, cases=[])
+    doc.update(table=f"topologies/codesign/{all_cases[0]['loopback']}.json" if all_cases else None,
+               rounds=rounds, replays=replays, cases=[])
     t0 = time.time()
     worlds: dict[int, object] = {}
     for case, (c, scheds) in zip(all_cases, planned):
@@ -145,7 +152,7 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
         if w not in worlds:
             worlds.clear()
             cp.get_default_memory_pool().free_all_blocks()
-            worlds[w] = LoopbackWorld(w, topology=load_topology("h200-loopback", world=w))
+            worlds[w] = LoopbackWorld(w, topology=load_topology(case["loopback"], world=w))
         world = worlds[w]
         ins, outs = buffers(cp, c, rng_seed=case["band"] + 7 * w)
         for cand, s in zip(case["candidates"], scheds):
@@ -217,11 +224,11 @@ def explain(doc: dict) -> dict:
         if not live or live[0]["label"] != "pick":
             continue
         _, scheds = plan_case(case)
-        topo = load_topology("h200-loopback", world=case["world"])
+        topo = load_topology(case["loopback"], world=case["world"])
         by_label = dict(zip([c["label"] for c in case["candidates"]], scheds))
 
         def row(c):
-            recs = simulate(by_label[c["label"]], topo, "h200", record=True).records
+            recs = simulate(by_label[c["label"]], topo, record=True).records
             return {"label": c["label"], "graph_us": c["median_us"],
                     "traced_span_us": statistics.median(c["trace_spans_us"]),
                     "simulated_span_us": max(r[5] for r in recs) - min(r[4] for r in recs),
@@ -244,6 +251,7 @@ def _report(case: dict) -> None:
 def main(argv=None) -> dict | None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="plan everything on the CPU, estimate device time")
+    ap.add_argument("--gpu", default="h200", help="the GPU kind whose loopback table to confirm (h200, h100, ...)")
     ap.add_argument("--worlds", default="2,4,8")
     ap.add_argument("--collectives", default=None, help="comma list (default: the table's seven)")
     ap.add_argument("--rivals", type=int, default=5, help="next-best candidates per case")
@@ -253,9 +261,9 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--out", default=None, help="also write the results here (default $OUT)")
     ap.add_argument("--workers", type=int, default=None, help="planning processes (default: all cores)")
     ap.add_argument("--only-misses", action="store_true",
-                    help=f"only the cases whose pick was > 5%% off the best in benchmarks/results/{OUT}")
+                    help="only the cases whose pick was > 5%% off the best in benchmarks/results/<gpu>-codesign.json")
     ap.add_argument("--trace", type=int, default=0, help="trace every candidate this many times")
-    ap.add_argument("--name", default=OUT, help=f"results file name (default {OUT})")
+    ap.add_argument("--name", default=None, help="results file name (default <gpu>-codesign.json)")
     ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
     args = ap.parse_args(argv)
     if args.trace < 0:
@@ -264,12 +272,13 @@ def main(argv=None) -> dict | None:
         doc = revise(args.explain, "explain", explain)
         print({k: v for k, v in doc["explain"].items() if k != "cases"})
         return doc
-    table = json.loads(TABLE.read_text())
+    name = args.name or f"{args.gpu}-codesign.json"
+    table = json.loads(table_path(args.gpu).read_text())
     worlds = [int(w) for w in args.worlds.split(",")]
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
     all_cases = cases(table, worlds, names, args.rivals)
     if args.only_misses:
-        done = load(OUT)["summary"]["by_case"]
+        done = load(f"{args.gpu}-codesign.json")["summary"]["by_case"]
         all_cases = [c for c in all_cases
                      if done.get(f"{c['collective']}/W{c['world']}/band{c['band']}", {}).get("pick_over_best", 1) > 1.05]
     command = "python3 benchmarks/gpu_codesign.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -285,9 +294,9 @@ def main(argv=None) -> dict | None:
               f"(about {plan_s:.0f} s x {cpu_header()['machine']['cpus']} / the device host's CPUs)")
         return None
     doc = measure(all_cases, planned, args.rounds, args.replays, args.budget_s - plan_s, args.out, command,
-                  args.name, args.trace)
+                  name, args.trace)
     doc["plan_s"] = plan_s
-    path = save(args.name, doc, args.out)
+    path = save(name, doc, args.out)
     s = doc["summary"]
     print(f"summary: {s['cases']} cases, pick within 5% of the best in {s['within_5pct_share']:.0%}, "
           f"geomean pick/best {s['geomean_pick_over_best']:.3f} -> {path}")

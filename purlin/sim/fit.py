@@ -1,10 +1,11 @@
-"""Fit the simulator's H200 parameters from raw GPU microbenchmarks (no collectives).
+"""Fit the simulator's parameters of a GPU from raw GPU microbenchmarks (no collectives).
 
 ``benchmarks/calibrate.py`` (the Atom kernels) and ``benchmarks/calibrate_executor.py``
 (the SNAC executor, the cases of :mod:`purlin.sim.microbench`) measure on a GPU;
-:func:`refit` turns their results into the measured parameters of
-``topologies/calibration/h200.json``, each with its provenance, and :func:`derive` carries
-the executor-derived ones over to the other GPUs' files. ``benchmarks/fit_calibration.py``
+:func:`refit` turns their results into the measured parameters of that GPU's file
+(``topologies/calibration/h200.json`` for the H200), each with its provenance, and
+:func:`derive` carries the H200's executor-derived ones over to the other GPUs' files,
+except what a GPU's own fit measured. ``benchmarks/fit_calibration.py``
 is the command line over these. Parameters one GPU cannot measure (NVLink rates,
 in-switch reduction) keep their priors. The fits:
 
@@ -413,11 +414,12 @@ def with_fit(params: dict, fitted: Fit, where: str) -> dict:
 
 def _simulator(doc: dict, where: str) -> Callable[..., float]:
     """``time_us(schedule, **values)``: the simulator's time for a microbenchmark on one
-    H200 with ``doc``'s calibration, some parameter values replaced."""
+    GPU of ``doc``'s kind (its loopback topology) with ``doc``'s calibration, some
+    parameter values replaced."""
     from purlin.sim.calibration import parse_calibration
     from purlin.sim.engine import simulate
     from purlin.topology import load_topology
-    topo = load_topology("h200-loopback", world=1)
+    topo = load_topology(f"{doc['gpu_kind']}-loopback", world=1)
     cals: dict[tuple, Any] = {}
 
     def time_us(schedule, **values: float) -> float:
@@ -522,19 +524,27 @@ def refit(raw: dict, ex: dict | None, doc: dict, hbm: float, where: str,
 def derive(h200: dict, other: dict, gpu: str) -> dict:
     """Rewrite the executor-derived parameters of ``gpu``'s calibration (``other``) from
     the H200 fit (``h200``; both parameter dicts): its copy rates are the H200's times
-    its per-SM ratio, the rest the same executor or in proportion to the copy rate."""
+    its per-SM ratio, the rest the same executor or in proportion to the copy rate. A
+    parameter measured on that GPU itself stays as measured."""
     out = json.loads(json.dumps(other))
     a, b = PER_SM_VS_HOPPER[gpu]
+    own = {key for key, p in other.items() if p.get("provenance") == "measured"}
     for key in ("sm.cta_local_gbps", "tma.cta_local_gbps"):
+        if key in own:
+            continue
         out[key] = {"value": round(h200[key]["value"] * a / b, 2), "provenance": "assumption",
                     "source": f"assumption: the H200's measured per-CTA executor copy rate x {a}/{b} "
                               f"(Purlin's per-SM rate for this generation over Hopper's, "
                               f"docs/sources.md#per-sm-read-rates)"}
     for key in SAME_EXECUTOR:
+        if key in own:
+            continue
         out[key] = {"value": h200[key]["value"], "provenance": "assumption",
                     "source": f"assumption: the same SNAC executor as measured on the H200 (h200.json "
                               f"{key} = {h200[key]['value']}); not measured on this GPU"}
     for key in RATIO_OF_COPY:
+        if key in own:
+            continue
         base = "sm.cta_local_gbps" if key.startswith("packet") else key.split(".")[0] + ".cta_local_gbps"
         ratio = h200[key]["value"] / h200[base]["value"]
         out[key] = {"value": round(out[base]["value"] * ratio, 2), "provenance": "assumption",

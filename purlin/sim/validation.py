@@ -25,11 +25,12 @@ __all__ = ["held_out", "known_gaps", "microbenchmark_check", "microbenchmark_err
 
 def microbenchmark_errors(raw: dict, calibration: str = "h200") -> dict[tuple, float]:
     """(case, params) -> relative error of the simulated time against the median measured
-    one, for every case of :data:`purlin.sim.microbench.CASES` in ``raw``."""
+    one, for every case of :data:`purlin.sim.microbench.CASES` in ``raw``, on the loopback
+    topology of the GPU kind ``calibration`` names."""
     from purlin.sim.engine import simulate
     from purlin.topology import load_topology
     measured = mb.measured(raw)
-    topo = load_topology("h200-loopback", world=1)
+    topo = load_topology(f"{calibration}-loopback", world=1)
     errs = {}
     for name, params, s in mb.CASES:
         key = mb.case_key(name, params)

@@ -32,27 +32,34 @@ MAX_SLOWER, MAX_WORSE = 1.15, 12
 load = load_result
 
 
-def test_calibration_is_the_fit_of_the_committed_microbenchmarks():
-    """h200.json is what the fit makes of the committed raw files: the memory knee it
+# GPUs measured on the lent machines: their calibration is the fit of their own raw files
+MEASURED_GPUS = {"h200": 4.0}   # the memory knee each fit picks (None: any)
+
+
+@pytest.mark.parametrize("gpu", MEASURED_GPUS)
+def test_calibration_is_the_fit_of_the_committed_microbenchmarks(gpu):
+    """<gpu>.json is what the fit makes of the committed raw files: the memory knee it
     picks and every measured parameter at that knee."""
-    raw = load("h200-calibration-raw.json")
-    ex = load("h200-executor-calibration-raw.json")
-    hbm = load_topology("hgx-h200-8").gpus[0].hbm_bandwidth_gbps
-    doc = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())
+    raw = load(f"{gpu}-calibration-raw.json")
+    ex = load(f"{gpu}-executor-calibration-raw.json")
+    hbm = load_topology(f"{gpu}-loopback").gpus[0].hbm_bandwidth_gbps
+    doc = json.loads((ROOT / "topologies" / "calibration" / f"{gpu}.json").read_text())
     cal = doc["parameters"]
     knee, fitted, _ = fc.fit_knee(raw, ex, doc, hbm, "test")
-    assert knee == cal["hbm_knee"]["value"] == 4.0 and fitted.pop("hbm_knee")[0] == knee
+    assert knee == cal["hbm_knee"]["value"] and fitted.pop("hbm_knee")[0] == knee
+    assert MEASURED_GPUS[gpu] in (None, knee)
     assert fitted == fc.fit_all(raw, ex, cal, hbm, knee)
     for key, (value, _) in fitted.items():
         assert cal[key]["provenance"] == "measured", key
         assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key
 
 
-def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks():
+@pytest.mark.parametrize("gpu", MEASURED_GPUS)
+def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks(gpu):
     """The terms fit through the simulator (reduce in the L2, per-source reduce start,
     packet poll) are what the fit makes of the committed raws and calibration."""
-    ex = load("h200-executor-calibration-raw.json")
-    doc = json.loads((ROOT / "topologies" / "calibration" / "h200.json").read_text())
+    ex = load(f"{gpu}-executor-calibration-raw.json")
+    doc = json.loads((ROOT / "topologies" / "calibration" / f"{gpu}.json").read_text())
     cal = doc["parameters"]
     got = fc.fit_reduce_l2(ex, doc)
     got["packet_poll_us"] = fc.fit_poll(ex, doc)
@@ -64,14 +71,32 @@ def test_the_simulator_fitted_terms_are_the_fit_of_the_committed_microbenchmarks
 
 @pytest.mark.parametrize("gpu", ["a100", "h100", "b200", "gb200", "mi300x", "rubin"])
 def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
+    """What a GPU's own microbenchmarks did not measure follows from the H200 fit; what
+    they measured (the H100's executor) stays as measured."""
     cal_dir = ROOT / "topologies" / "calibration"
     h200 = json.loads((cal_dir / "h200.json").read_text())["parameters"]
     other = json.loads((cal_dir / f"{gpu}.json").read_text())["parameters"]
     assert fc.derive(h200, other, gpu) == other
+    if gpu in MEASURED_GPUS:
+        assert other["launch_us"]["provenance"] == other["packet_gbps"]["provenance"] == "measured"
+        return
     assert other["launch_us"]["value"] == h200["launch_us"]["value"]       # the same executor
     assert other["packet_gbps"]["value"] == pytest.approx(
         other["sm.cta_local_gbps"]["value"] * h200["packet_gbps"]["value"] / h200["sm.cta_local_gbps"]["value"],
         abs=0.01)
+
+
+def test_derive_keeps_what_the_gpu_measured_itself():
+    h200 = {"launch_us": {"value": 1.5, "provenance": "measured"}}
+    other = {"launch_us": {"value": 1.9, "provenance": "measured", "source": "its own fit"}}
+    assert fc.derive({**h200, **_all_derived(h200)}, {**other, **_all_derived(other, 7.0)}, "h100")["launch_us"] == \
+        other["launch_us"]
+
+
+def _all_derived(base: dict, v: float = 10.0) -> dict:
+    """Every other parameter derive() reads, as assumptions."""
+    keys = set(fc.SAME_EXECUTOR) | set(fc.RATIO_OF_COPY) | {"sm.cta_local_gbps", "tma.cta_local_gbps"}
+    return {k: {"value": v, "provenance": "assumption"} for k in keys if k not in base}
 
 
 def test_simulator_reproduces_the_committed_predictions():
