@@ -119,6 +119,11 @@ def machine() -> dict:
             "compute_capability": f"{props['major']}.{props['minor']}",
             "cuda_driver_api": f"{drv // 1000}.{drv % 1000 // 10}",
             "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}", "cupy": cp.__version__}
+    try:   # the compiler of the kernels (the disk cache of cubins is keyed by its version)
+        from cupy_backends.cuda.libs import nvrtc
+        info["nvrtc"] = ".".join(map(str, nvrtc.getVersion()))
+    except Exception:
+        pass
     try:
         import subprocess
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem",
