@@ -30,6 +30,11 @@ best's graph time, traced span (first instruction to last, median of the K runs)
 simulated span, and whether the traced spans order the two as the graph times do (the
 model mis-times the kernel body) or not (the difference lies outside one traced call).
 
+``--rerank FILE`` (CPU) adds to a results file what today's simulator would pick among the
+candidates it measured, and that choice's measured distance from the best: a model change
+checked against runs it was not made from, before the tables are searched again and
+measured.
+
 ``--dry-run`` plans every candidate here, checks each digest against the table, and prints
 the estimated device time (launch and graph overheads included) without a GPU.
 """
@@ -95,13 +100,18 @@ def plan_all(all_cases: list[dict], workers: int | None = None) -> list:
         return list(ex.map(plan_case, all_cases))
 
 
+def loopback_of(case: dict) -> str:
+    """The loopback topology a case ran on (results before --gpu name none: the H200's)."""
+    return case.get("loopback", "h200-loopback")
+
+
 def plan_case(case: dict):
     """The collective and the exact schedules the table predicted for a case."""
     from purlin.snac import plan
     from purlin.snac.serialize import programs_digest
     from purlin.spec import library
     from purlin.topology import load_topology
-    topo = load_topology(case["loopback"], world=case["world"])
+    topo = load_topology(loopback_of(case), world=case["world"])
     c = library.from_size(case["collective"], case["world"], case["size"], "fp32")
     scheds = []
     for cand in case["candidates"]:
@@ -152,7 +162,7 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
         if w not in worlds:
             worlds.clear()
             cp.get_default_memory_pool().free_all_blocks()
-            worlds[w] = LoopbackWorld(w, topology=load_topology(case["loopback"], world=w))
+            worlds[w] = LoopbackWorld(w, topology=load_topology(loopback_of(case), world=w))
         world = worlds[w]
         ins, outs = buffers(cp, c, rng_seed=case["band"] + 7 * w)
         for cand, s in zip(case["candidates"], scheds):
@@ -224,7 +234,7 @@ def explain(doc: dict) -> dict:
         if not live or live[0]["label"] != "pick":
             continue
         _, scheds = plan_case(case)
-        topo = load_topology(case["loopback"], world=case["world"])
+        topo = load_topology(loopback_of(case), world=case["world"])
         by_label = dict(zip([c["label"] for c in case["candidates"]], scheds))
 
         def row(c):
@@ -239,6 +249,45 @@ def explain(doc: dict) -> dict:
         rows[f"{case['collective']}/W{case['world']}/band{case['band']}"] = {
             "pick": pick, "best": best, "loss_in_traced_body": inside}
     return {"cases": rows, "in_body": sum(verdicts), "outside_one_traced_call": len(verdicts) - sum(verdicts)}
+
+
+def rerank(doc: dict) -> dict:
+    """Today's simulator over the candidates a results file measured: per case, each
+    candidate re-planned from its policy and simulated again; the candidate it now
+    predicts fastest, and how far that one measured from the measured best. The share
+    within 5% and the geometric mean over the cases are what a table searched with
+    today's model would score, as far as the measured candidates reach (a new pick
+    outside them is not measured). Nothing here is fit: it checks a model change against
+    runs the model was not made from."""
+    from purlin.sim import simulate
+    from purlin.snac import plan
+    from purlin.snac.serialize import programs_digest
+    from purlin.spec import library
+    from purlin.topology import load_topology
+    rows, ratios, same = {}, [], 0
+    for case in doc["cases"]:
+        ok = [c for c in case["candidates"] if "median_us" in c and c.get("wrong") in (0, -1)]
+        if not any(c["label"] == "pick" for c in ok):
+            continue
+        topo = load_topology(loopback_of(case), world=case["world"])
+        coll = library.from_size(case["collective"], case["world"], case["size"], "fp32")
+        now = {}
+        for c in ok:
+            sched = plan(coll, topo, c["policy"], cta_budget=case["cta_budget"], check=False)
+            same += programs_digest(sched) == c["programs_digest"]
+            now[c["label"]] = simulate(sched, topo, record=False).time_us
+        choice = min(ok, key=lambda c: (now[c["label"]], c["label"] != "pick"))
+        best = min(c["median_us"] for c in ok)
+        ratios.append(choice["median_us"] / best)
+        rows[f"{case['collective']}/W{case['world']}/band{case['band']}"] = {
+            "choice": choice["label"], "choice_over_best": ratios[-1], "predicted_us": now,
+            "measured_us": {c["label"]: c["median_us"] for c in ok}}
+    n = len(ratios)
+    return {"cases": n, "schedules_same_as_measured": same,
+            "schedules": sum(len(r["predicted_us"]) for r in rows.values()),
+            "within_5pct_share": sum(r <= 1.05 for r in ratios) / n if n else None,
+            "geomean_choice_over_best": math.exp(sum(math.log(r) for r in ratios) / n) if n else None,
+            "by_case": rows}
 
 
 def _report(case: dict) -> None:
@@ -265,9 +314,15 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--trace", type=int, default=0, help="trace every candidate this many times")
     ap.add_argument("--name", default=None, help="results file name (default <gpu>-codesign.json)")
     ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
+    ap.add_argument("--rerank", default=None, metavar="FILE",
+                    help="CPU: what today's simulator would pick among a results file's measured candidates")
     args = ap.parse_args(argv)
     if args.trace < 0:
         ap.error(f"--trace {args.trace}: a count of traced runs, 0 or more")
+    if args.rerank:
+        doc = revise(args.rerank, "rerank", rerank)
+        print({k: v for k, v in doc["rerank"].items() if k != "by_case"})
+        return doc
     if args.explain:
         doc = revise(args.explain, "explain", explain)
         print({k: v for k, v in doc["explain"].items() if k != "cases"})

@@ -263,3 +263,31 @@ def test_traffic_mix_summary_is_what_its_samples_say():
     assert [mix[k]["kernel"] for k in ("all_gather", "reduce_scatter", "all_to_all")] == ["bcast_8_cs", "sum_8", "bcast_1_cs"]
     for v in mix.values():
         assert v["kernel_vs_memcpy"] == s["best"][v["kernel"]]["vs_memcpy"]
+
+
+def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candidates():
+    """h200-codesign.json's ``rerank`` (gpu_codesign.py --rerank): per case, today's
+    simulator's time for each measured candidate and the one it would choose; the summary
+    is what those rows say. A sample is simulated again: a model change must re-run it."""
+    doc = load("h200-codesign.json")
+    rr = doc["rerank"]
+    rows = rr["by_case"]
+    ratios = []
+    for key, row in rows.items():
+        pred, meas = row["predicted_us"], row["measured_us"]
+        assert set(pred) == set(meas) and row["choice"] == min(pred, key=lambda k: (pred[k], k != "pick"))
+        assert row["choice_over_best"] == pytest.approx(meas[row["choice"]] / min(meas.values()), rel=1e-12)
+        ratios.append(row["choice_over_best"])
+    assert rr["cases"] == len(rows) == 91 and rr["schedules"] == sum(len(r["predicted_us"]) for r in rows.values())
+    assert rr["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in ratios) / len(ratios))
+    assert rr["geomean_choice_over_best"] == pytest.approx(statistics.geometric_mean(ratios))
+    cases = {f"{c['collective']}/W{c['world']}/band{c['band']}": c for c in doc["cases"]}
+    for key in sorted(rows)[::13]:
+        case = cases[key]
+        topo = load_topology("h200-loopback", world=case["world"])
+        c = library.from_size(case["collective"], case["world"], case["size"], "fp32")
+        for cand in case["candidates"]:
+            if cand["label"] in rows[key]["predicted_us"]:
+                s = plan(c, topo, cand["policy"], cta_budget=case["cta_budget"], check=False)
+                assert simulate(s, topo, record=False).time_us == pytest.approx(
+                    rows[key]["predicted_us"][cand["label"]], rel=1e-9), (key, cand["label"])
