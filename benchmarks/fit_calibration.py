@@ -43,9 +43,10 @@ def main(argv=None) -> None:
     where = (f"fit by benchmarks/fit_calibration.py from {raw_path.name} "
              f"({raw['machine'].get('gpu', raw['machine'])}, {raw['date']})")
     ex = json.loads(ex_path.read_text()) if ex_path.exists() else None
-    doc, fitted = fit.refit(raw, ex, json.loads(out.read_text()), hbm, where, log=print)
-    gpu_name = raw["machine"].get("gpu", args.gpu)
-    doc["source"] = (f"{gpu_name}. Measured parameters refit from GPU microbenchmarks ({where}; raw "
+    old = json.loads(out.read_text())
+    doc, fitted = fit.refit(raw, ex, old, hbm, where, log=print)
+    product = old.get("source", args.gpu).split(". ")[0]   # the file's own first sentence
+    doc["source"] = (f"{product}. Measured parameters refit from GPU microbenchmarks ({where}; raw "
                      f"samples in benchmarks/results/{raw_path.name}"
                      + (f" and {ex_path.name}" if ex is not None else "") + "); NVLink and in-switch "
                      "parameters stay priors (one GPU cannot measure them).")
