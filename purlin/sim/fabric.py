@@ -49,7 +49,8 @@ import numpy as np
 from purlin.errors import ScheduleError
 from purlin.sim.calibration import AtomCost, Calibration
 from purlin.snac.ir import Copy, Fan, PutPackets, Reduce, ref_ranks, sources
-from purlin.topology import Switch, Topology, hbm_resource, is_direct, path_latency_us, route
+from purlin.topology import Switch, Topology, hbm_resource
+from purlin.topology.routing import hop
 
 PACKET_WIRE_FACTOR = 2.0
 """Wire bytes per payload byte of a packet: 8 data + 8 flag bytes per 16-byte packet
@@ -121,8 +122,7 @@ class Fabric:
         self.capacities_Bpus = np.asarray(caps, dtype=float)
         self.knees = np.asarray(knees, dtype=float)
         self._gpu = [topology.gpu_of(r).name for r in range(topology.world)]
-        self._route: dict[tuple[int, int], tuple[int, ...]] = {}
-        self._lat: dict[tuple[int, int], float] = {}
+        self._pairs: dict[tuple[int, int], tuple[tuple[int, ...], float, bool]] = {}
         self._hbm = [self.index[hbm_resource(topology, r)] for r in range(topology.world)]
         self._flows: dict[tuple, FlowSpec] = {}
         self._nvls: dict[str, str] = {}
@@ -136,19 +136,22 @@ class Fabric:
         """The name of the GPU rank ``rank`` runs on."""
         return self._gpu[rank]
 
+    def _pair(self, p: int, q: int) -> tuple[tuple[int, ...], float, bool]:
+        """(link resource indices, one-way latency, direct) from rank p to rank q, found
+        once per pair (:func:`purlin.topology.routing.hop`)."""
+        got = self._pairs.get((p, q))
+        if got is None:
+            links, lat, direct = hop(self.topology, p, q)
+            got = self._pairs[p, q] = (tuple(self.index[h] for h in links), lat, direct)
+        return got
+
     def route(self, p: int, q: int) -> tuple[int, ...]:
         """Resource indices of the links from rank p to rank q."""
-        key = (p, q)
-        if key not in self._route:
-            self._route[key] = tuple(self.index[h] for h in route(self.topology, p, q))
-        return self._route[key]
+        return self._pair(p, q)[0]
 
     def latency_us(self, p: int, q: int) -> float:
         """One-way path latency from rank p to rank q (links + switches)."""
-        key = (p, q)
-        if key not in self._lat:
-            self._lat[key] = 0.0 if self.same_gpu(p, q) else path_latency_us(self.topology, p, q)
-        return self._lat[key]
+        return self._pair(p, q)[1]
 
     def signal_us(self, p: int, q: int) -> float:
         """From a release-store on rank p to a waiter on rank q seeing it."""
@@ -189,9 +192,49 @@ class Fabric:
             key = (type(ins).__name__[0], ins.atom, rank, tuple(ref_ranks(srcs)), tuple(ref_ranks(ins.dsts)), pkt)
         spec = self._flows.get(key)
         if spec is None:
-            spec = self._build(key, where)
+            one = (key[0] == "P" or (key[0] == "C" and key[1] in ("sm", "tma"))) and len(key[3]) == len(key[4]) == 1
+            spec = self._one(key, where) if one else self._build(key, where)
             self._flows[key] = spec
         return spec
+
+    def _one(self, key: tuple, where: str) -> FlowSpec:
+        """:meth:`_build` of a put, or an SM or TMA copy, from one source to one destination,
+        by the same sums in the same order: a rack's one-shot call has one for every pair
+        of ranks, and the general builder's loops cost more than the sums."""
+        kind, atom, c, (s,), (d,), (pk,) = key
+        for p, q in ((s, c), (c, d)):
+            if not self._pair(p, q)[2]:
+                return self._build(key, where)   # raises its error
+        cost: AtomCost = self.cal.atom(atom)
+        wire = PACKET_WIRE_FACTOR if kind == "P" else 1.0
+        load = {self._hbm[s]: PACKET_WIRE_FACTOR if pk else 1.0}
+        for r in self._pair(s, c)[0]:
+            load[r] = load.get(r, 0.0) + 1.0
+        local = self.same_gpu(s, c)
+        pre = cost.op_start_us + (0.0 if local else self.latency_us(c, s) + self.latency_us(s, c))
+        if pk:   # the first packets' round trip (one source: no further checks)
+            pre += self.cal.packet_read_us
+        for r in self._pair(c, d)[0]:
+            load[r] = load.get(r, 0.0) + wire
+        hd = self._hbm[d]
+        load[hd] = load.get(hd, 0.0) + wire
+        if cost.wire_efficiency != 1.0:
+            hbm = set(self._hbm)
+            for r in load:
+                if r not in hbm:
+                    load[r] /= cost.wire_efficiency
+        if kind == "P":
+            rate = self.cal.packet_gbps * wire
+        elif pk:
+            rate = self.cal.packet_read_gbps
+        elif not local or not self.same_gpu(c, d):
+            rate = cost.cta_remote_gbps
+        else:
+            rate = cost.cta_local_gbps
+        per_byte_us = wire / (rate * GBPS_TO_BPUS)
+        post = self.latency_us(c, d) + (self.cal.signal_latency_us if kind == "P" else 0.0)
+        res = tuple(load)
+        return FlowSpec(res, tuple(load[r] for r in res), 1.0 / per_byte_us, pre, post)
 
     def _build(self, key: tuple, where: str) -> FlowSpec:
         kind, atom, c, srcs, dsts, pkt_src = key
@@ -204,7 +247,7 @@ class Fabric:
         pairs = ([(s, d) for s in srcs for d in dsts] if atom == "ce"
                  else [(s, c) for s in srcs] + [(c, d) for d in dsts])
         for p, q in pairs:
-            if not is_direct(self.topology, p, q):
+            if not self._pair(p, q)[2]:
                 raise ScheduleError(
                     f"{where}: ranks {p} and {q} are not direct peers on topology "
                     f"{self.topology.name} (the route crosses another GPU, and GPUs do not "
