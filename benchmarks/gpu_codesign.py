@@ -52,15 +52,15 @@ from common import header as cpu_header, load, revise, save
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = "h200-codesign.json"
+SIZE_CAP = 64 << 20          # measure a band at a size at most this (where the band allows)
+# What one candidate costs the device beyond its timed calls: upload, capture, first run,
+# check (from the loopback benchmarks' logs on the H200: tens of milliseconds a schedule).
+SETUP_S = 0.06
 
 
 def table_path(gpu: str) -> Path:
     """The loopback codesign table of a GPU kind."""
     return ROOT / "topologies" / "codesign" / f"{gpu}-loopback.json"
-SIZE_CAP = 64 << 20          # measure a band at a size at most this (where the band allows)
-# What one candidate costs the device beyond its timed calls: upload, capture, first run,
-# check (from the loopback benchmarks' logs on the H200: tens of milliseconds a schedule).
-SETUP_S = 0.06
 
 
 def calls_per_graph(predicted_us: float) -> int:
@@ -150,7 +150,7 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
     props = cp.cuda.runtime.getDeviceProperties(0)
     doc["gpu"] = {"name": props["name"].decode(), "sms": props["multiProcessorCount"],
                   "driver": cp.cuda.runtime.driverGetVersion(), "runtime": cp.cuda.runtime.runtimeGetVersion()}
-    doc.update(table=f"topologies/codesign/{all_cases[0]['loopback']}.json" if all_cases else None,
+    doc.update(table=f"topologies/codesign/{loopback_of(all_cases[0])}.json" if all_cases else None,
                rounds=rounds, replays=replays, cases=[])
     t0 = time.time()
     worlds: dict[int, object] = {}

@@ -192,49 +192,9 @@ class Fabric:
             key = (type(ins).__name__[0], ins.atom, rank, tuple(ref_ranks(srcs)), tuple(ref_ranks(ins.dsts)), pkt)
         spec = self._flows.get(key)
         if spec is None:
-            one = (key[0] == "P" or (key[0] == "C" and key[1] in ("sm", "tma"))) and len(key[3]) == len(key[4]) == 1
-            spec = self._one(key, where) if one else self._build(key, where)
+            spec = self._build(key, where)
             self._flows[key] = spec
         return spec
-
-    def _one(self, key: tuple, where: str) -> FlowSpec:
-        """:meth:`_build` of a put, or an SM or TMA copy, from one source to one destination,
-        by the same sums in the same order: a rack's one-shot call has one for every pair
-        of ranks, and the general builder's loops cost more than the sums."""
-        kind, atom, c, (s,), (d,), (pk,) = key
-        for p, q in ((s, c), (c, d)):
-            if not self._pair(p, q)[2]:
-                return self._build(key, where)   # raises its error
-        cost: AtomCost = self.cal.atom(atom)
-        wire = PACKET_WIRE_FACTOR if kind == "P" else 1.0
-        load = {self._hbm[s]: PACKET_WIRE_FACTOR if pk else 1.0}
-        for r in self._pair(s, c)[0]:
-            load[r] = load.get(r, 0.0) + 1.0
-        local = self.same_gpu(s, c)
-        pre = cost.op_start_us + (0.0 if local else self.latency_us(c, s) + self.latency_us(s, c))
-        if pk:   # the first packets' round trip (one source: no further checks)
-            pre += self.cal.packet_read_us
-        for r in self._pair(c, d)[0]:
-            load[r] = load.get(r, 0.0) + wire
-        hd = self._hbm[d]
-        load[hd] = load.get(hd, 0.0) + wire
-        if cost.wire_efficiency != 1.0:
-            hbm = set(self._hbm)
-            for r in load:
-                if r not in hbm:
-                    load[r] /= cost.wire_efficiency
-        if kind == "P":
-            rate = self.cal.packet_gbps * wire
-        elif pk:
-            rate = self.cal.packet_read_gbps
-        elif not local or not self.same_gpu(c, d):
-            rate = cost.cta_remote_gbps
-        else:
-            rate = cost.cta_local_gbps
-        per_byte_us = wire / (rate * GBPS_TO_BPUS)
-        post = self.latency_us(c, d) + (self.cal.signal_latency_us if kind == "P" else 0.0)
-        res = tuple(load)
-        return FlowSpec(res, tuple(load[r] for r in res), 1.0 / per_byte_us, pre, post)
 
     def _build(self, key: tuple, where: str) -> FlowSpec:
         kind, atom, c, srcs, dsts, pkt_src = key
