@@ -38,6 +38,10 @@ def main(argv=None) -> None:
     raw_path = args.raw or RESULTS / f"{args.gpu}-calibration-raw.json"
     ex_path = args.executor_raw or RESULTS / f"{args.gpu}-executor-calibration-raw.json"
     out = args.out or CALS / f"{args.gpu}.json"
+    for path, what in ((raw_path, "--raw"), (out, "--out")):
+        if not path.exists():
+            ap.error(f"{what} {path}: no such file (--gpu {args.gpu} reads results/<gpu>-calibration-raw.json "
+                     f"and rewrites topologies/calibration/<gpu>.json)")
     raw = json.loads(raw_path.read_text())
     hbm = load_topology(f"{args.gpu}-loopback").gpus[0].hbm_bandwidth_gbps
     where = (f"fit by benchmarks/fit_calibration.py from {raw_path.name} "

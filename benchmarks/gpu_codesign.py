@@ -328,6 +328,9 @@ def main(argv=None) -> dict | None:
         print({k: v for k, v in doc["explain"].items() if k != "cases"})
         return doc
     name = args.name or f"{args.gpu}-codesign.json"
+    if not table_path(args.gpu).exists():
+        ap.error(f"--gpu {args.gpu}: no loopback table {table_path(args.gpu).relative_to(ROOT)} "
+                 f"(make it with `purlin codesign {args.gpu}-loopback`)")
     table = json.loads(table_path(args.gpu).read_text())
     worlds = [int(w) for w in args.worlds.split(",")]
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])

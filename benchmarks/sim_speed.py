@@ -163,7 +163,8 @@ def main() -> dict:
             ap.error(f"--reuse {args.reuse}: no such file in {RESULTS}")
         earlier = json.loads((RESULTS / args.reuse).read_text())
         rows = [r for r in earlier["points"] if r["topology"] in topologies]
-        points_from = {k: earlier.get(k) for k in ("command", "date", "machine")}
+        # the run that measured the points (an earlier --reuse names it in turn)
+        points_from = earlier.get("points_from") or {k: earlier.get(k) for k in ("command", "date", "machine")}
     else:
         rows = run_targets(topologies, sizes, args.timeout_factor, args.max_timeout, args.jobs)
     baseline = [] if args.no_old else [b for commit in args.baseline.split(",") if commit

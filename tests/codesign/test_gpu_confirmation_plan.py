@@ -32,3 +32,10 @@ def test_dry_run_plans_the_tables_own_candidates(gpu):
     m = re.search(r"# (\d+) cases, (\d+) schedules, every digest as the table predicted", out.stdout)
     assert m and (int(m[1]), int(m[2])) == (cases, schedules), out.stdout
     assert table["topology"] == f"{gpu}-loopback" and table["calibration"]["gpu_kind"] == gpu
+
+
+def test_a_gpu_without_a_loopback_table_is_refused_by_name():
+    out = subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--gpu", "tpu", "--dry-run"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--gpu tpu: no loopback table topologies/codesign/tpu-loopback.json" in out.stderr
