@@ -49,8 +49,7 @@ import numpy as np
 from purlin.errors import ScheduleError
 from purlin.sim.calibration import AtomCost, Calibration
 from purlin.snac.ir import Copy, Fan, PutPackets, Reduce, ref_ranks, sources
-from purlin.topology import Switch, Topology, hbm_resource
-from purlin.topology.routing import hop
+from purlin.topology import Switch, Topology, hbm_resource, is_direct, path_latency_us, route
 
 PACKET_WIRE_FACTOR = 2.0
 """Wire bytes per payload byte of a packet: 8 data + 8 flag bytes per 16-byte packet
@@ -122,7 +121,8 @@ class Fabric:
         self.capacities_Bpus = np.asarray(caps, dtype=float)
         self.knees = np.asarray(knees, dtype=float)
         self._gpu = [topology.gpu_of(r).name for r in range(topology.world)]
-        self._pairs: dict[tuple[int, int], tuple[tuple[int, ...], float, bool]] = {}
+        self._route: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._lat: dict[tuple[int, int], float] = {}
         self._hbm = [self.index[hbm_resource(topology, r)] for r in range(topology.world)]
         self._flows: dict[tuple, FlowSpec] = {}
         self._nvls: dict[str, str] = {}
@@ -136,22 +136,19 @@ class Fabric:
         """The name of the GPU rank ``rank`` runs on."""
         return self._gpu[rank]
 
-    def _pair(self, p: int, q: int) -> tuple[tuple[int, ...], float, bool]:
-        """(link resource indices, one-way latency, direct) from rank p to rank q, found
-        once per pair (:func:`purlin.topology.routing.hop`)."""
-        got = self._pairs.get((p, q))
-        if got is None:
-            links, lat, direct = hop(self.topology, p, q)
-            got = self._pairs[p, q] = (tuple(self.index[h] for h in links), lat, direct)
-        return got
-
     def route(self, p: int, q: int) -> tuple[int, ...]:
         """Resource indices of the links from rank p to rank q."""
-        return self._pair(p, q)[0]
+        key = (p, q)
+        if key not in self._route:
+            self._route[key] = tuple(self.index[h] for h in route(self.topology, p, q))
+        return self._route[key]
 
     def latency_us(self, p: int, q: int) -> float:
         """One-way path latency from rank p to rank q (links + switches)."""
-        return self._pair(p, q)[1]
+        key = (p, q)
+        if key not in self._lat:
+            self._lat[key] = 0.0 if self.same_gpu(p, q) else path_latency_us(self.topology, p, q)
+        return self._lat[key]
 
     def signal_us(self, p: int, q: int) -> float:
         """From a release-store on rank p to a waiter on rank q seeing it."""
@@ -207,7 +204,7 @@ class Fabric:
         pairs = ([(s, d) for s in srcs for d in dsts] if atom == "ce"
                  else [(s, c) for s in srcs] + [(c, d) for d in dsts])
         for p, q in pairs:
-            if not self._pair(p, q)[2]:
+            if not is_direct(self.topology, p, q):
                 raise ScheduleError(
                     f"{where}: ranks {p} and {q} are not direct peers on topology "
                     f"{self.topology.name} (the route crosses another GPU, and GPUs do not "

@@ -153,38 +153,11 @@ def path_latency_us(topology: Topology, p: int, q: int) -> float:
     a, b = topology.gpu_of(p).name, topology.gpu_of(q).name
     key = ("latency", a, b)
     if key not in topology._routes:   # cached: a rack asks for every pair of GPUs
-        topology._routes[key] = _nodes_latency(topology, _path(topology, a, b))
+        nodes = _path(topology, a, b)
+        wire, hop = _latencies(topology)
+        topology._routes[key] = (sum((wire[x, y] for x, y in zip(nodes, nodes[1:])), 0.0)
+                                 + sum(hop[n] for n in nodes[1:-1]))
     return topology._routes[key]
-
-
-def hop(topology: Topology, p: int, q: int) -> tuple[tuple[str, ...], float, bool]:
-    """(:func:`route`, :func:`path_latency_us`, :func:`is_direct`) of ranks p and q from
-    one path lookup: the simulator asks all three of each pair it moves bytes between,
-    and a rack has hundreds of thousands of pairs.
-
-    Examples
-    --------
-    >>> from purlin.topology import minimal
-    >>> links, lat, direct = hop(minimal(4), 0, 3)
-    >>> links, round(lat, 3), direct
-    (('gpu0->switch', 'switch->gpu3'), 0.5, True)
-    """
-    a, b = topology.gpu_of(p).name, topology.gpu_of(q).name
-    if a == b:
-        return (), 0.0, True
-    nodes = _path(topology, a, b)
-    key = ("latency", a, b)
-    lat = topology._routes.get(key)
-    if lat is None:
-        lat = topology._routes[key] = _nodes_latency(topology, nodes)
-    return tuple(f"{x}->{y}" for x, y in zip(nodes, nodes[1:])), lat, b in _direct_gpus(topology, a)
-
-
-def _nodes_latency(topology: Topology, nodes: tuple[str, ...]) -> float:
-    """Link latencies plus the latencies of the switches crossed, along ``nodes``."""
-    wire, hop_us = _latencies(topology)
-    return (sum((wire[x, y] for x, y in zip(nodes, nodes[1:])), 0.0)
-            + sum(hop_us[n] for n in nodes[1:-1]))
 
 
 def _latencies(topology: Topology) -> tuple[dict, dict]:
