@@ -61,6 +61,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from purlin.sim.calibration import CalibrationError
 from purlin.sim import microbench as mb
 from purlin.snac import kernel_constants
 
@@ -69,7 +70,11 @@ Fit = dict[str, tuple[float, str]]
 BEYOND_L2 = 256 << 20   # copies this large run from HBM, not the cache (a method choice)
 KNEES = (0.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0)
 REDUCE_CASES = ("reduce_ops", "reduce_small", "reduce_shifted", "reduce_dst_shifted", "reduce_ctas")
-EXECUTOR_RAW = "h200-executor-calibration-raw.json"
+def executor_raw(gpu: str) -> str:
+    """The results file a GPU's executor microbenchmarks are in (``calibrate_executor.py --out``)."""
+    return f"{gpu}-executor-calibration-raw.json"
+
+
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
 # executor (same value), or a rate in proportion to that GPU's per-CTA copy rate.
@@ -85,7 +90,7 @@ PER_SM_VS_HOPPER = {"a100": (32, 46), "h100": (46, 46), "b200": (48, 46), "gb200
                     "mi300x": (46, 46), "rubin": (48, 46)}
 DERIVED = tuple(PER_SM_VS_HOPPER)
 
-__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "REDUCE_CASES", "derive", "fit", "fit_all", "fit_executor",
+__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "executor_raw", "REDUCE_CASES", "derive", "fit", "fit_all", "fit_executor",
            "fit_knee", "fit_poll", "fit_reduce_l2", "line", "refit", "rel_lstsq", "unknee", "with_fit"]
 
 
@@ -325,8 +330,10 @@ def _packet_reduce(rows: list, per: float) -> Fit:
     runs = _median_of(rows, "pkt_reduce")
     if not runs:
         return out
-    n = min(r["n"] for r, _ in runs)
-    pr = [(r["m"], t) for r, t in runs if r["p"] == 1 and r["n"] == n]
+    alone = [(r["n"], r["m"], t) for r, t in runs if r["p"] == 1]
+    sizes = [x for x in {n for n, _, _ in alone} if sum(n == x for n, _, _ in alone) >= 2]
+    n = min(sizes, default=None)   # the smallest size run at two or more m
+    pr = [(m, t) for x, m, t in alone if x == n]
     if len(pr) >= 2:
         _, slope = line(*zip(*pr))
         out["packet_src_us"] = (max(0.0, slope - n * per), f"one CTA reducing m = {sorted(m for m, _ in pr)} "
@@ -383,19 +390,22 @@ def fit_l2(raw: dict, fitted: Fit, hbm_gbps: float, l2_mib: float) -> tuple[floa
             f"({max(pts):.0f} GB/s) over the HBM capacity; a lower bound (they may be CTA-bound)")
 
 
-def fit_all(raw: dict, ex: dict | None, params: dict, hbm: float, knee: float) -> Fit:
+def fit_all(raw: dict, ex: dict | None, params: dict, hbm: float, knee: float,
+            gpu: str = "h200") -> Fit:
     """Every fitted parameter (value, how) for one memory knee exponent, from the Atom
-    results ``raw``, the executor results ``ex`` (or None) and the current ``params``."""
+    results ``raw``, the executor results ``ex`` (or None) and the current ``params`` of
+    GPU kind ``gpu``."""
     fitted = fit(raw, hbm)
+    ex_file = executor_raw(gpu)
     if ex is not None:
         cap = hbm * fitted["hbm_efficiency"][0] * 1e3 if "hbm_efficiency" in fitted else 0.0
-        fitted.update({k: (v, f"{how}; {EXECUTOR_RAW}")
+        fitted.update({k: (v, f"{how}; {ex_file}")
                        for k, (v, how) in fit_executor(ex, kernel_constants.SIGNAL_BATCH,
                                                        kernel_constants.PACKET_BATCH,
                                                        knee, cap).items()})
         l2 = fit_l2(ex, fitted, hbm, params["l2_resident_mib"]["value"])
         if l2:
-            fitted["l2_speedup"] = (l2[0], f"{l2[1]}; {EXECUTOR_RAW}")
+            fitted["l2_speedup"] = (l2[0], f"{l2[1]}; {ex_file}")
     hop, how = fitted.pop("signal_hop_us")
     notify = fitted["notify_issue_us"][0] if "notify_issue_us" in fitted else params["notify_issue_us"]["value"]
     fitted["signal_latency_us"] = (max(0.05, hop - notify), f"{how} ({hop:.3f} us) less notify_issue_us {notify:.3f}")
@@ -450,14 +460,21 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str,
     sim = _simulator(doc, "knee fit")
     best = None
     for k in KNEES:
-        fitted = fit_all(raw, ex, doc["parameters"], hbm, k)
+        fitted = fit_all(raw, ex, doc["parameters"], hbm, k, doc["gpu_kind"])
         fitted["hbm_knee"] = (k, "")
         values = {key: round(v, 4) for key, (v, _) in fitted.items()}   # as written to the file
-        e = statistics.mean(abs(sim(s, **values) / t - 1) for t, s in cases)
+        try:
+            e = statistics.mean(abs(sim(s, **values) / t - 1) for t, s in cases)
+        except CalibrationError as why:   # this knee reads the loaded runs as an impossible value
+            if log:
+                log(f"hbm_knee {k:4g}: ruled out ({why})")
+            continue
         if log:
             log(f"hbm_knee {k:4g}: mean error {e:.4f} over {len(cases)} runs")
         if best is None or e < best[0]:
             best = (e, k, fitted)
+    if best is None:
+        raise ValueError("no memory knee gives positive rates for these runs: check the loaded microbenchmarks")
     e, k, fitted = best
     return k, fitted, (f"of {', '.join(f'{x:g}' for x in KNEES)}, the exponent whose fit best reproduces "
                        f"{len(cases)} runs of c = 1..128 CTAs copying 4 MiB each in the simulator "
@@ -506,16 +523,16 @@ def refit(raw: dict, ex: dict | None, doc: dict, hbm: float, where: str,
     doc = json.loads(json.dumps(doc))
     if ex is not None:
         k, fitted, how = fit_knee(raw, ex, doc, hbm, where, log)
-        fitted["hbm_knee"] = (k, f"{how}; {EXECUTOR_RAW}")
+        fitted["hbm_knee"] = (k, f"{how}; {executor_raw(doc['gpu_kind'])}")
     else:
-        fitted = fit_all(raw, None, doc["parameters"], hbm, 0.0)
+        fitted = fit_all(raw, None, doc["parameters"], hbm, 0.0, doc["gpu_kind"])
     doc["parameters"] = with_fit(doc["parameters"], fitted, where)
     if ex is not None:   # through the simulator, once the rest is fit, in this order
         got = fit_reduce_l2(ex, doc) or {}
         poll = fit_poll(ex, {**doc, "parameters": with_fit(doc["parameters"], got, where)})
         if poll is not None:
             got["packet_poll_us"] = poll
-        got = {k: (v, f"{how}; {EXECUTOR_RAW}") for k, (v, how) in got.items()}
+        got = {k: (v, f"{how}; {executor_raw(doc['gpu_kind'])}") for k, (v, how) in got.items()}
         fitted.update(got)
         doc["parameters"] = with_fit(doc["parameters"], got, where)
     return doc, fitted

@@ -33,7 +33,7 @@ load = load_result
 
 
 # GPUs measured on the lent machines: their calibration is the fit of their own raw files
-MEASURED_GPUS = {"h200": 4.0}   # the memory knee each fit picks (None: any)
+MEASURED_GPUS = {"h200": 4.0, "h100": 3.0}   # the memory knee each fit picks (None: any)
 
 
 @pytest.mark.parametrize("gpu", MEASURED_GPUS)
@@ -48,7 +48,7 @@ def test_calibration_is_the_fit_of_the_committed_microbenchmarks(gpu):
     knee, fitted, _ = fc.fit_knee(raw, ex, doc, hbm, "test")
     assert knee == cal["hbm_knee"]["value"] and fitted.pop("hbm_knee")[0] == knee
     assert MEASURED_GPUS[gpu] in (None, knee)
-    assert fitted == fc.fit_all(raw, ex, cal, hbm, knee)
+    assert fitted == fc.fit_all(raw, ex, cal, hbm, knee, gpu)
     for key, (value, _) in fitted.items():
         assert cal[key]["provenance"] == "measured", key
         assert cal[key]["value"] == pytest.approx(value, rel=1e-3, abs=1e-4), key
@@ -84,6 +84,44 @@ def test_other_gpus_derive_from_the_committed_h200_fit(gpu):
     assert other["packet_gbps"]["value"] == pytest.approx(
         other["sm.cta_local_gbps"]["value"] * h200["packet_gbps"]["value"] / h200["sm.cta_local_gbps"]["value"],
         abs=0.01)
+
+
+@pytest.mark.parametrize("gpu", MEASURED_GPUS)
+def test_measured_parameters_name_the_gpus_own_raw_files(gpu):
+    """A GPU's fit cites its own executor results, never another GPU's."""
+    cal = json.loads((ROOT / "topologies" / "calibration" / f"{gpu}.json").read_text())["parameters"]
+    cited = {key for key, p in cal.items() if "executor-calibration-raw.json" in p["source"]}
+    assert {"launch_us", "hbm_knee", "packet_src_us", "l2_reduce_speedup"} <= cited
+    for key in cited:
+        assert f"{gpu}-executor-calibration-raw.json" in cal[key]["source"], key
+        assert cal[key]["source"].count("executor-calibration-raw.json") == 1, key
+
+
+def test_a_knee_whose_fit_reads_an_impossible_rate_is_ruled_out():
+    """On the H100's loaded runs (reduce of 2, 4, 8 sources: 211, 227, 282 us), knee 2
+    reads the per-source rate as negative: that knee is ruled out by name, not a crash."""
+    raw, ex = load("h100-calibration-raw.json"), load("h100-executor-calibration-raw.json")
+    doc = json.loads((ROOT / "topologies" / "calibration" / "h100.json").read_text())
+    hbm = load_topology("h100-loopback").gpus[0].hbm_bandwidth_gbps
+    lines: list[str] = []
+    knee, _, how = fc.fit_knee(raw, ex, doc, hbm, "test", log=lines.append)
+    ruled = [x for x in lines if "ruled out" in x]
+    assert len(ruled) == 1 and ruled[0].startswith("hbm_knee    2: ruled out")
+    assert "sm.reduce_src_gbps.value: must be > 0" in ruled[0]
+    assert knee == 3.0 and len(lines) == len(fc.KNEES)
+
+
+def test_packet_source_cost_is_fit_at_the_smallest_size_run_alone_at_several_m():
+    """A size measured only with many pairs at once (n = 256, p = 64) does not hide the
+    single-pair runs of the next size from the fit."""
+    def row(m, n, p, us):
+        return {"case": "pkt_reduce", "m": m, "n": n, "p": p, "us_per_call": [us] * 3}
+    rows = [row(1, 1024, 1, 4.0), row(4, 1024, 1, 4.6), row(7, 1024, 1, 5.2), row(7, 256, 64, 6.0),
+            row(3, 4096, 1, 9.0)]
+    got = fc._packet_reduce(rows, per=0.0001)
+    assert got["packet_src_us"][0] == pytest.approx(0.2 - 1024 * 0.0001)
+    assert "m = [1, 4, 7] packet sources of 1024 B" in got["packet_src_us"][1]
+    assert "packet_src_us" not in fc._packet_reduce([row(7, 256, 64, 6.0), row(1, 1024, 1, 4.0)], per=0.0)
 
 
 def test_derive_keeps_what_the_gpu_measured_itself():
