@@ -20,7 +20,11 @@ import statistics
 
 from purlin.sim import microbench as mb
 
-__all__ = ["held_out", "known_gaps", "microbenchmark_check", "microbenchmark_errors"]
+__all__ = ["HELD_OUT_FAMILIES", "held_out", "known_gaps", "microbenchmark_check", "microbenchmark_errors"]
+
+HELD_OUT_FAMILIES = ("push_read", "fan_in", "put_wave")
+"""Case families no fit reads: the push/read shapes of latency consumers and when a run's
+windows become readable (besides the smaller single ``packets`` pairs)."""
 
 
 def microbenchmark_errors(raw: dict, calibration: str = "h200") -> dict[tuple, float]:
@@ -46,7 +50,7 @@ def held_out(errs: dict) -> list[float]:
     pk = [(dict(p)["k"], dict(p)["n"], e) for (name, p), e in errs.items() if name == "packets"]
     big = max(n for k, n, _ in pk if k == 1)
     return ([e for k, n, e in pk if k == 1 and n != big]
-            + [e for (name, _), e in errs.items() if name in ("push_read", "fan_in", "put_wave")])
+            + [e for (name, _), e in errs.items() if name in HELD_OUT_FAMILIES])
 
 
 def known_gaps(errs: dict) -> dict:

@@ -329,3 +329,43 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
                 s = plan(c, topo, cand["policy"], cta_budget=case["cta_budget"], check=False)
                 assert simulate(s, topo, record=False).time_us == pytest.approx(
                     rows[key]["predicted_us"][cand["label"]], rel=1e-9), (key, cand["label"])
+
+
+@pytest.mark.parametrize("gpu", ["h200", "h100"])
+def test_codesign_confirmation_summary_is_what_its_samples_say(gpu):
+    """<gpu>-codesign.json (gpu_codesign.py on that GPU): each candidate's median is the
+    median of its samples, and the share of picks within 5% of the measured best and the
+    geometric mean of pick over best are what those medians say."""
+    doc = load(f"{gpu}-codesign.json")
+    assert gpu.upper() in doc["machine"]["gpu"]
+    ratios = []
+    for case in doc["cases"]:
+        ok = [c for c in case["candidates"] if "median_us" in c and c["wrong"] in (0, -1)]
+        for c in ok:
+            assert c["median_us"] == statistics.median(c["samples_us"])
+        pick = next(c for c in ok if c["label"] == "pick")
+        ratios.append(pick["median_us"] / min(c["median_us"] for c in ok))
+    s = doc["summary"]
+    assert s["cases"] == len(ratios) and s["wrong_runs"] == 0
+    assert s["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in ratios) / len(ratios))
+    assert s["geomean_pick_over_best"] == pytest.approx(statistics.geometric_mean(ratios))
+
+
+def test_h100_microbenchmark_check_is_what_todays_simulator_says():
+    """h100-microbench-check.json (microbench_check.py --gpu h100): every case's error is
+    today's simulator on the H100's own calibration against the committed raw runs, and
+    the per-family summary is what those errors say. A model change must re-run it."""
+    from purlin.sim.validation import HELD_OUT_FAMILIES, microbenchmark_errors
+    doc = load("h100-microbench-check.json")
+    ex = load(doc["raw"])
+    assert doc["raw_date"] == ex["date"] and doc["gpu"] == "h100"
+    now = {f"{name} {dict(p)}": e for (name, p), e in microbenchmark_errors(ex, "h100").items()}
+    assert now.keys() == doc["errors"].keys()
+    for key, e in now.items():
+        assert doc["errors"][key] == pytest.approx(e, rel=1e-9, abs=1e-12), key
+    for name, fam in doc["summary"]["families"].items():
+        errs = [abs(e) for key, e in now.items() if key.split(" ", 1)[0] == name]
+        assert fam["cases"] == len(errs) and fam["max_abs_err"] == pytest.approx(max(errs))
+        assert fam["median_abs_err"] == pytest.approx(statistics.median(errs))
+        assert fam["held_out"] == (name in HELD_OUT_FAMILIES)
+    assert doc["summary"]["families"]["put_wave"]["cases"] == 16
