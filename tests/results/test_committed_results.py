@@ -331,13 +331,13 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
                     rows[key]["predicted_us"][cand["label"]], rel=1e-9), (key, cand["label"])
 
 
-@pytest.mark.parametrize("gpu", ["h200", "h100"])
-def test_codesign_confirmation_summary_is_what_its_samples_say(gpu):
-    """<gpu>-codesign.json (gpu_codesign.py on that GPU): each candidate's median is the
-    median of its samples, and the share of picks within 5% of the measured best and the
-    geometric mean of pick over best are what those medians say."""
-    doc = load(f"{gpu}-codesign.json")
-    assert gpu.upper() in doc["machine"]["gpu"]
+@pytest.mark.parametrize("name", ["h200-codesign.json", "h100-codesign.json", "h100-codesign-misses.json"])
+def test_codesign_confirmation_summary_is_what_its_samples_say(name):
+    """A codesign confirmation (gpu_codesign.py on the GPU it names): each candidate's
+    median is the median of its samples, and the share of picks within 5% of the measured
+    best and the geometric mean of pick over best are what those medians say."""
+    doc = load(name)
+    assert name.split("-")[0].upper() in doc["machine"]["gpu"]
     ratios = []
     for case in doc["cases"]:
         ok = [c for c in case["candidates"] if "median_us" in c and c["wrong"] in (0, -1)]
@@ -369,3 +369,23 @@ def test_h100_microbenchmark_check_is_what_todays_simulator_says():
         assert fam["median_abs_err"] == pytest.approx(statistics.median(errs))
         assert fam["held_out"] == (name in HELD_OUT_FAMILIES)
     assert doc["summary"]["families"]["put_wave"]["cases"] == 16
+
+
+def test_traced_misses_explain_is_what_the_traces_say():
+    """h100-codesign-misses.json (--only-misses --trace 5, then --explain): a case's loss
+    lies in the kernel body when the pick's median traced span exceeds the best's by more
+    than 0.1 us, and each span is the last record's end of a traced call."""
+    doc = load("h100-codesign-misses.json")
+    ex = doc["explain"]
+    inside = 0
+    for case in doc["cases"]:
+        live = {c["label"]: c for c in case["candidates"] if "trace_spans_us" in c}
+        for c in live.values():
+            assert max(r[5] for r in c["trace"]) in c["trace_spans_us"]
+        best = min(live.values(), key=lambda c: c["median_us"])
+        row = ex["cases"][f"{case['collective']}/W{case['world']}/band{case['band']}"]
+        span = {k: statistics.median(live[k]["trace_spans_us"]) for k in ("pick", best["label"])}
+        assert row["pick"]["traced_span_us"] == span["pick"] and row["best"]["traced_span_us"] == span[best["label"]]
+        assert row["loss_in_traced_body"] == (span["pick"] - span[best["label"]] > 0.1)
+        inside += row["loss_in_traced_body"]
+    assert ex["in_body"] == inside == 11 and ex["outside_one_traced_call"] == len(doc["cases"]) - inside == 4
