@@ -61,8 +61,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from purlin.sim.calibration import CalibrationError
 from purlin.sim import microbench as mb
+from purlin.sim.calibration import CalibrationError
 from purlin.snac import kernel_constants
 
 Fit = dict[str, tuple[float, str]]
@@ -70,10 +70,6 @@ Fit = dict[str, tuple[float, str]]
 BEYOND_L2 = 256 << 20   # copies this large run from HBM, not the cache (a method choice)
 KNEES = (0.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0)
 REDUCE_CASES = ("reduce_ops", "reduce_small", "reduce_shifted", "reduce_dst_shifted", "reduce_ctas")
-def executor_raw(gpu: str) -> str:
-    """The results file a GPU's executor microbenchmarks are in (``calibrate_executor.py --out``)."""
-    return f"{gpu}-executor-calibration-raw.json"
-
 
 
 # Parameters of the other GPUs' files that rest on the H200 executor fit: the same
@@ -90,8 +86,13 @@ PER_SM_VS_HOPPER = {"a100": (32, 46), "h100": (46, 46), "b200": (48, 46), "gb200
                     "mi300x": (46, 46), "rubin": (48, 46)}
 DERIVED = tuple(PER_SM_VS_HOPPER)
 
-__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "executor_raw", "REDUCE_CASES", "derive", "fit", "fit_all", "fit_executor",
-           "fit_knee", "fit_poll", "fit_reduce_l2", "line", "refit", "rel_lstsq", "unknee", "with_fit"]
+__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "REDUCE_CASES", "derive", "executor_raw", "fit", "fit_all",
+           "fit_executor", "fit_knee", "fit_poll", "fit_reduce_l2", "line", "refit", "rel_lstsq", "unknee", "with_fit"]
+
+
+def executor_raw(gpu: str) -> str:
+    """The results file a GPU's executor microbenchmarks are in (``calibrate_executor.py --out``)."""
+    return f"{gpu}-executor-calibration-raw.json"
 
 
 def line(xs, ys) -> tuple[float, float]:
@@ -474,7 +475,8 @@ def fit_knee(raw: dict, ex: dict, doc: dict, hbm: float, where: str,
         if best is None or e < best[0]:
             best = (e, k, fitted)
     if best is None:
-        raise ValueError("no memory knee gives positive rates for these runs: check the loaded microbenchmarks")
+        raise ValueError("every memory knee reads these runs as an impossible calibration (the log names "
+                         "why): check the loaded and ctas microbenchmarks")
     e, k, fitted = best
     return k, fitted, (f"of {', '.join(f'{x:g}' for x in KNEES)}, the exponent whose fit best reproduces "
                        f"{len(cases)} runs of c = 1..128 CTAs copying 4 MiB each in the simulator "
