@@ -48,7 +48,10 @@ def main(argv=None) -> None:
              f"({raw['machine'].get('gpu', raw['machine'])}, {raw['date']})")
     ex = json.loads(ex_path.read_text()) if ex_path.exists() else None
     old = json.loads(out.read_text())
-    doc, fitted = fit.refit(raw, ex, old, hbm, where, log=print)
+    try:
+        doc, fitted = fit.refit(raw, ex, old, hbm, where, log=print)
+    except ValueError as why:   # no memory knee gives a valid calibration from these runs
+        ap.error(f"{raw_path.name}, {ex_path.name}: {why}")
     product = old.get("source", args.gpu).split(". ")[0]   # the file's own first sentence
     doc["source"] = (f"{product}. Measured parameters refit from GPU microbenchmarks ({where}; raw "
                      f"samples in benchmarks/results/{raw_path.name}"

@@ -27,8 +27,9 @@ GPU timestamps) and keeps the run of median length, so that the simulator's time
 the same schedule can be laid beside it (which instruction the model mis-times).
 ``--explain FILE`` (CPU) adds to such a file, per case, the pick's and the measured
 best's graph time, traced span (first instruction to last, median of the K runs) and
-simulated span, and whether the traced spans order the two as the graph times do (the
-model mis-times the kernel body) or not (the difference lies outside one traced call).
+simulated span (with the simulator's per-instruction records, to read beside the trace),
+and whether the traced spans order the two as the graph times do (the model mis-times the
+kernel body) or not (the difference lies outside one traced call).
 
 ``--rerank FILE`` (CPU) adds to a results file what today's simulator would pick among the
 candidates it measured, and that choice's measured distance from the best: a model change
@@ -239,10 +240,13 @@ def explain(doc: dict) -> dict:
 
         def row(c):
             recs = simulate(by_label[c["label"]], topo, record=True).records
+            t0 = min(r[4] for r in recs)
             return {"label": c["label"], "graph_us": c["median_us"],
                     "traced_span_us": statistics.median(c["trace_spans_us"]),
-                    "simulated_span_us": max(r[5] for r in recs) - min(r[4] for r in recs),
-                    "predicted_us": c["predicted_us"]}
+                    "simulated_span_us": max(r[5] for r in recs) - t0,
+                    "predicted_us": c["predicted_us"],
+                    # the simulator's timeline beside the candidate's trace: both from the first start
+                    "simulated_records": [[*r[:4], r[4] - t0, r[5] - t0, r[6]] for r in recs]}
         pick, best = row(live[0]), row(min(live, key=lambda c: c["median_us"]))
         inside = pick["traced_span_us"] - best["traced_span_us"] > 0.1
         verdicts.append(inside)

@@ -20,11 +20,14 @@ from common import load, write
 
 from purlin.sim import validation
 
-def families(errs: dict) -> dict:
-    """Per case family: cases, median and max absolute error, and whether it is held out."""
+
+def families(errors: dict[str, float]) -> dict:
+    """Per case family: cases, median and max absolute error, and whether it is held out
+    (``errors`` keyed as :func:`purlin.sim.validation.microbenchmark_check` writes them:
+    the family name, a space, the parameters)."""
     by: dict[str, list[float]] = {}
-    for (name, _), e in errs.items():
-        by.setdefault(name, []).append(abs(e))
+    for key, e in errors.items():
+        by.setdefault(key.split(" ", 1)[0], []).append(abs(e))
     return {name: {"cases": len(v), "median_abs_err": statistics.median(v), "max_abs_err": max(v),
                    "held_out": name in validation.HELD_OUT_FAMILIES}
             for name, v in sorted(by.items())}
@@ -37,10 +40,9 @@ def main(argv=None) -> dict:
     raw_name = f"{args.gpu}-executor-calibration-raw.json"
     ex = load(raw_name)
     check = validation.microbenchmark_check(ex, args.gpu)
-    errs = validation.microbenchmark_errors(ex, args.gpu)
     doc = {"gpu": args.gpu, "raw": raw_name, "raw_machine": ex["machine"], "raw_date": ex["date"],
            "calibration": f"topologies/calibration/{args.gpu}.json",
-           "summary": {"families": families(errs),
+           "summary": {"families": families(check["errors"]),
                        **{k: v for k, v in check.items() if k not in ("errors", "known_gaps")}},
            "errors": check["errors"]}
     path = write(f"{args.gpu}-microbench-check.json", doc)

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
@@ -332,8 +333,8 @@ def _packet_reduce(rows: list, per: float) -> Fit:
     if not runs:
         return out
     alone = [(r["n"], r["m"], t) for r, t in runs if r["p"] == 1]
-    sizes = [x for x in {n for n, _, _ in alone} if sum(n == x for n, _, _ in alone) >= 2]
-    n = min(sizes, default=None)   # the smallest size run at two or more m
+    runs_of = Counter(n for n, _, _ in alone)
+    n = min((x for x, k in runs_of.items() if k >= 2), default=None)   # the smallest size run at two or more m
     pr = [(m, t) for x, m, t in alone if x == n]
     if len(pr) >= 2:
         _, slope = line(*zip(*pr))

@@ -389,3 +389,16 @@ def test_traced_misses_explain_is_what_the_traces_say():
         assert row["loss_in_traced_body"] == (span["pick"] - span[best["label"]] > 0.1)
         inside += row["loss_in_traced_body"]
     assert ex["in_body"] == inside == 11 and ex["outside_one_traced_call"] == len(doc["cases"]) - inside == 4
+    # the simulator's side, kept beside the traces, is today's timeline of the same schedules
+    case = next(c for c in doc["cases"] if c["collective"] == "all_to_all" and c["world"] == 8)
+    row = ex["cases"]["all_to_all/W8/band0"]["pick"]
+    assert max(r[5] for r in row["simulated_records"]) == pytest.approx(row["simulated_span_us"], rel=1e-12)
+    topo = load_topology(case["loopback"], world=8)
+    c = library.from_size("all_to_all", 8, case["size"], "fp32")
+    s = plan(c, topo, case["candidates"][0]["policy"], cta_budget=case["cta_budget"], check=False)
+    recs = simulate(s, topo, record=True).records
+    t0 = min(r[4] for r in recs)
+    assert len(recs) == len(row["simulated_records"])
+    for r, kept in zip(recs, row["simulated_records"]):
+        assert [*r[:4], r[6]] == [*kept[:4], kept[6]]
+        assert (r[4] - t0, r[5] - t0) == pytest.approx((kept[4], kept[5]), rel=1e-9, abs=1e-12)
