@@ -2,10 +2,10 @@
 sim_scale.py).
 
 A point is (topology, collective, size, policy, and optionally ``symmetry``: False to
-simulate every rank): plan it (``check=False``), verify it, simulate it, each timed with
-``perf_counter``. ``--memory`` runs the phases under
-tracemalloc instead and reports each phase's peak of traced memory (tracing slows Python,
-so those runs give memory, not time). The process's peak resident set is reported too.
+simulate every rank; ``exact``: True to settle rates at every change): plan it
+(``check=False``), verify it, simulate it, each timed with ``perf_counter``. ``--memory``
+runs the phases under tracemalloc instead and reports each phase's peak of traced memory
+(tracing slows Python, so those runs give memory, not time). The process's peak resident set is reported too.
 A topology name of the form ``nvswitch-W`` is a synthetic NVLink-switch world of W GPUs
 with the B200/GB200 numbers of ``topologies/gb200-nvl72.yaml`` (720 GB/s effective links,
 8 TB/s HBM, a 0.35 us switch, in-switch reduce), simulated with the ``gb200`` calibration.
@@ -68,11 +68,13 @@ def run_here(point: dict) -> dict:
     out["programs"] = len(s.programs)
     out["policy"] = dict(s.policy)
     phase("verify", lambda: verify(s))
-    # ``symmetry`` only when the point asks: a baseline checkout's simulate may not take it
-    r = phase("sim", lambda: simulate(s, topo, cal, record=False, **({"symmetry": point["symmetry"]}
-                                                                    if "symmetry" in point else {})))
+    # ``symmetry`` and ``exact`` only when the point asks: a baseline checkout's simulate may
+    # not take them
+    opts = {k: point[k] for k in ("symmetry", "exact") if k in point}
+    r = phase("sim", lambda: simulate(s, topo, cal, record=False, **opts))
     out.update(time_us=r.time_us, busbw_gbps=r.busbw_gbps, flows=r.stats["flows"], events=r.stats["events"],
-               recomputes=r.stats["recomputes"], world=topo.world, period=r.stats.get("period", topo.world),
+               recomputes=r.stats["recomputes"], coalesced=r.stats.get("coalesced", 0), world=topo.world,
+               period=r.stats.get("period", topo.world),
                rss_peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     out["total_s"] = out["plan_s"] + out["verify_s"] + out["sim_s"]
     return out

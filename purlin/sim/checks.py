@@ -11,10 +11,11 @@ from purlin.sim.calibration import Calibration, CalibrationError
 from purlin.snac.ir import Schedule
 
 
-def check_args(schedule: Any, calibration: Any, record: Any, symmetry: Any = True) -> None:
+def check_args(schedule: Any, calibration: Any, record: Any, symmetry: Any = True,
+               exact: Any = False) -> None:
     """Raise a PurlinError naming the argument unless ``schedule`` is a Schedule,
-    ``calibration`` a Calibration, GPU kind, JSON path or None, and ``record`` and
-    ``symmetry`` bools."""
+    ``calibration`` a Calibration, GPU kind, JSON path or None, and ``record``,
+    ``symmetry`` and ``exact`` bools."""
     if not isinstance(schedule, Schedule):
         raise ScheduleError(f"simulate: schedule {schedule!r:.60}: expected a Schedule (from "
                             f"purlin.plan), got {type(schedule).__name__}")
@@ -24,3 +25,4 @@ def check_args(schedule: Any, calibration: Any, record: Any, symmetry: Any = Tru
                                f"{type(calibration).__name__}")
     check_bool("simulate: record", record)
     check_bool("simulate: symmetry", symmetry)
+    check_bool("simulate: exact", exact)

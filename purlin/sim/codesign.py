@@ -1,7 +1,9 @@
 """Codesign tables from the simulator: ``purlin codesign TOPOLOGY``.
 
 For each world, collective and size of a grid, a staged search over the planner's
-policies, simulated with the system's own calibration:
+policies, simulated with the system's own calibration and exact settles (rivals can sit a
+fraction of a percent apart, less than a rack call's coalesced settles move a prediction:
+:mod:`purlin.sim.engine`):
 
 1. structures: every (regime, algorithm, Atom, fence) the planner offers there, with the
    generic rules' CTAs and chunk. Families (regime, algorithm) within ``prune`` of the
@@ -157,8 +159,8 @@ def evaluate(ref, world: int, name: str, size: int, policy: dict, calibration, b
         return {"error": f"{type(e).__name__}: {e}", "cpu_s": time.process_time() - t0}
     d = programs_digest(s)
     key = (d, size, name, topology_digest(topo), str(calibration))
-    if key not in _SIMULATED:
-        r = simulate(s, topo, calibration, record=False)
+    if key not in _SIMULATED:   # exact settles: rivals can sit a fraction of a percent apart
+        r = simulate(s, topo, calibration, record=False, exact=True)
         _SIMULATED[key] = {"time_us": r.time_us, "programs_digest": d,
                            "instructions": sum(len(p.instrs) for p in s.programs)}
     return {**_SIMULATED[key], "policy": compact(s.policy), "cpu_s": time.process_time() - t0}

@@ -35,6 +35,15 @@ so waiting does not hide them); a Copy whose destination the executor aligns fir
 16-byte grid pays what :mod:`purlin.sim.tails` charges (nothing changes for the others).
 If the event queue runs dry while a CTA still waits, the schedule deadlocked.
 
+Where at least :data:`COALESCE_CTAS` CTAs run (a rack's call without rank symmetry, never
+an 8-GPU box's), one settle serves every change within :data:`COALESCE_REL` of the
+elapsed time after the first: a flow that ended leaves its capacity unshared, and one that
+started waits at rate 0, until then. There each settle re-solves thousands of flows, and
+an uneven call (an AllToAllV, a V split, blocks off the 512-byte grid) ends them one by
+one, so exact settles cost seconds a point; the windows move a prediction by a fraction of
+a percent, mostly to a later time (measured against ``exact=True``:
+``benchmarks/results/sim_coalesce.json``).
+
 Without a timeline, a rank-periodic call (:mod:`purlin.sim.symmetry`) runs only its
 representative ranks: their flows load orbit resources for all, and each flag or put a
 representative sends stands for the one its rotated writer lands on a representative.
@@ -65,6 +74,13 @@ from purlin.snac.ir import (Copy, Notify, Program, PutPackets, Reduce, Schedule,
 from purlin.topology import Topology
 
 _FLOW_KINDS = (Copy, Reduce, PutPackets)
+COALESCE_CTAS = 2560
+"""CTAs simulated from which settles are coalesced: more than any shipped system of 16
+GPUs or fewer can run (an MI300X box's 8 x 304 are the most), so every prediction the
+GPUs were measured against stays exact."""
+COALESCE_REL = 1e-3
+"""A coalesced settle runs this fraction of the elapsed time after the change that asked
+for it."""
 _KEY = 1 << 32   # a blocked CTA waits under rank * _KEY + signal
 
 
@@ -86,7 +102,7 @@ def _reads_packets(ins) -> bool:
 @paused()
 def simulate(schedule: Schedule, topology: Topology | str | None = None,
              calibration: Calibration | str | None = None, record: bool = True,
-             symmetry: bool = True) -> SimResult:
+             symmetry: bool = True, exact: bool = False) -> SimResult:
     """Run one call of ``schedule`` on ``topology`` and return what it costs.
 
     Parameters
@@ -104,6 +120,9 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
         Without a timeline, simulate one class of alike ranks where the call is
         rank-periodic (:mod:`purlin.sim.symmetry`; the same answer, ``stats["period"]``
         says which); False runs every rank.
+    exact : bool
+        Settle the rates at every change, also in a call of thousands of CTAs (slower at
+        rack scale; ``stats["coalesced"]`` counts the settles that waited for a window).
 
     Returns
     -------
@@ -130,7 +149,7 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     >>> r.time_us > 0 and r.busbw_gbps <= 100.0
     True
     """
-    check_args(schedule, calibration, record, symmetry)   # types, before any work (purlin.sim.checks)
+    check_args(schedule, calibration, record, symmetry, exact)   # types, before any work (purlin.sim.checks)
     topo = bind_topology(schedule, topology)
     cal = _calibration(topo, calibration)
     wall = time.perf_counter()
@@ -138,21 +157,21 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
     fabric = Fabric(topo, cal, footprint)
     q = None if record or not symmetry else quotient(schedule, topo, cal, fabric, footprint)
     try:
-        run = _go(schedule, topo, cal, record, fabric, q)
+        run = _go(schedule, topo, cal, record, fabric, q, exact)
     except Deadlock:
         if q is None:
             raise
-        run = _go(schedule, topo, cal, record, fabric, None)   # every rank: names every stuck one
+        run = _go(schedule, topo, cal, record, fabric, None, exact)   # every rank: names every stuck one
     return run.result(time.perf_counter() - wall)
 
 
 def _go(schedule: Schedule, topo: Topology, cal: Calibration, record: bool, fabric: Fabric,
-        q: Quotient | None) -> "_Run":
+        q: Quotient | None, exact: bool = False) -> "_Run":
     try:
-        run = _Run(schedule, topo, cal, record, PacketTimes, fabric, q)
+        run = _Run(schedule, topo, cal, record, PacketTimes, fabric, q, exact)
         run.go()
     except Overlapping:   # puts of one tag overlap: land packets event by event
-        run = _Run(schedule, topo, cal, record, PacketEvents, fabric, q)
+        run = _Run(schedule, topo, cal, record, PacketEvents, fabric, q, exact)
         run.go()
     return run
 
@@ -189,12 +208,15 @@ class _Run:
 
     def __init__(self, schedule: Schedule, topology: Topology, cal: Calibration,
                  record: bool, packets: type = PacketTimes, fabric: Fabric | None = None,
-                 q: Quotient | None = None) -> None:
+                 q: Quotient | None = None, exact: bool = False) -> None:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
+        self.coalesced = 0   # settles that waited for their window
         self.clock = Clock()
         self.fabric = fabric or Fabric(topology, cal, _footprint(schedule, topology))
         self.q = q   # where set, only its representatives run and stand for their rotations
         self.programs = schedule.programs if q is None else q.programs
+        # a rank-periodic call runs only its representatives: few CTAs, settled exactly
+        self.coalesce = not exact and len(self.programs) >= COALESCE_CTAS
         # CTAs on each rank's GPU that push or read packets: their polling crowds a packet
         # read (a cost per doubling, from CTAs sharing one GPU)
         per_gpu = Counter(self.fabric.gpu_of(p.rank) for p in self.programs if uses_packets(p.instrs))
@@ -256,14 +278,17 @@ class _Run:
     def _changed(self) -> None:
         """Flows started or ended now. Where the exact shortcut applies (no bottleneck
         changed) the rates are settled at once; otherwise one settle runs after
-        everything else due now, so flows starting together cost one recompute."""
+        everything else due now (in a call of thousands of CTAs, at the end of its
+        window), so flows starting together cost one recompute."""
         if self._settle_pending:
             return
         if self.model.try_shortcut():
             self._arm()
         else:
             self._settle_pending = True
-            self.clock.at(0.0, self._settle)
+            delay = COALESCE_REL * self.clock.now if self.coalesce else 0.0
+            self.coalesced += delay > 0.0
+            self.clock.at(delay, self._settle)
 
     def _settle(self, _: Any = None) -> None:
         self._settle_pending = False
@@ -529,7 +554,7 @@ class _Run:
             util[name] = {"bytes": b, "capacity_gbps": cap_gbps,
                           "busy_fraction": b / (cap_gbps * 1e9 * T) if T > 0 else 0.0}
         stats = {"wall_s": wall_s, "events": events, "flows": self.flows,
-                 "recomputes": self.model.recomputes,
+                 "recomputes": self.model.recomputes, "coalesced": self.coalesced,
                  "instructions": sum(len(p.instrs) for p in self.schedule.programs),
                  "period": self.q.period if self.q is not None else self.schedule.world,
                  "events_per_s": events / wall_s if wall_s > 0 else 0.0}
