@@ -5,7 +5,8 @@ A point is (topology, collective, size, policy, and optionally ``symmetry``: Fal
 simulate every rank; ``exact``: True to settle rates at every change): plan it
 (``check=False``), verify it, simulate it, each timed with ``perf_counter``. ``--memory``
 runs the phases under tracemalloc instead and reports each phase's peak of traced memory
-(tracing slows Python, so those runs give memory, not time). The process's peak resident set is reported too.
+(tracing slows Python, so those runs give memory, not time). The process's peak resident
+set is reported too.
 A topology name of the form ``nvswitch-W`` is a synthetic NVLink-switch world of W GPUs
 with the B200/GB200 numbers of ``topologies/gb200-nvl72.yaml`` (720 GB/s effective links,
 8 TB/s HBM, a 0.35 us switch, in-switch reduce), simulated with the ``gb200`` calibration.

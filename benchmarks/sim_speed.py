@@ -33,8 +33,9 @@ from pathlib import Path
 from common import RESULTS, write
 from sim_point import baseline_checkout, measure, measure_all
 
-SEVEN = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_gather_v",
-         "reduce_scatter_v", "all_to_all_v")
+from purlin.spec.library import PURLIN_SEVEN
+
+SEVEN = PURLIN_SEVEN
 SIZES = [1 << e for e in range(10, 31, 2)]          # 1 KiB .. 1 GiB, factor 4
 TARGET_S = {"gb200-nvl72": 2.0, "rubin-nvl144": 5.0, "rubin-ultra-nvl576": 30.0}
 CURVE_TARGET_S = 180.0
