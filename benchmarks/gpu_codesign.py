@@ -34,7 +34,8 @@ kernel body) or not (the difference lies outside one traced call).
 ``--rerank FILE`` (CPU) adds to a results file what today's simulator would pick among the
 candidates it measured, and that choice's measured distance from the best: a model change
 checked against runs it was not made from, before the tables are searched again and
-measured.
+measured. ``--baseline COMMIT`` adds the same rerank by that commit's code and calibration,
+run in the same command, and the ratios of today's figures over its.
 
 ``--dry-run`` plans every candidate here, checks each digest against the table, and prints
 the estimated device time (launch and graph overheads included) without a GPU.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -294,6 +296,29 @@ def rerank(doc: dict) -> dict:
             "by_case": rows}
 
 
+def rerank_at(commit: str, name: str) -> dict:
+    """:func:`rerank` of results file ``name`` by the code and calibration of ``commit``
+    (extracted with ``git archive``, run in a process of its own): what the simulator
+    before a model change would have picked among the same measured candidates."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = ["purlin", "topologies", "benchmarks/common.py", "benchmarks/gpu_codesign.py",
+                 f"benchmarks/results/{name}"]
+        try:
+            tar = subprocess.run(["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True,
+                                 check=True).stdout
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"--baseline {commit}: git archive failed: {e.stderr.decode().strip()}") from None
+        subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
+        env = {k: v for k, v in os.environ.items() if k != "OUT"} | {"PYTHONPATH": tmp}
+        subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--rerank", name], cwd=tmp, env=env,
+                       check=True, capture_output=True)
+        got = json.loads((Path(tmp) / "benchmarks" / "results" / name).read_text())["rerank"]
+    return {"commit": commit, **{k: v for k, v in got.items() if k != "by_case"},
+            "choices": {case: row["choice"] for case, row in got["by_case"].items()}}
+
+
 def _report(case: dict) -> None:
     cells = " ".join(f"{c['label']}={c.get('median_us', float('nan')):.2f}/{c['predicted_us']:.2f}"
                      for c in case["candidates"])
@@ -320,12 +345,24 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--explain", default=None, metavar="FILE", help="CPU: explain a traced results file")
     ap.add_argument("--rerank", default=None, metavar="FILE",
                     help="CPU: what today's simulator would pick among a results file's measured candidates")
+    ap.add_argument("--baseline", default=None, metavar="COMMIT",
+                    help="with --rerank: the same rerank by COMMIT's code and calibration, in the same run")
     args = ap.parse_args(argv)
     if args.trace < 0:
         ap.error(f"--trace {args.trace}: a count of traced runs, 0 or more")
+    if args.baseline and not args.rerank:
+        ap.error("--baseline COMMIT goes with --rerank FILE")
     if args.rerank:
-        doc = revise(args.rerank, "rerank", rerank)
-        print({k: v for k, v in doc["rerank"].items() if k != "by_case"})
+        def both(d: dict) -> dict:
+            out = rerank(d)
+            if args.baseline:
+                out["baseline"] = rerank_at(args.baseline, args.rerank)
+                for key in ("within_5pct_share", "geomean_choice_over_best"):
+                    out["baseline"][f"{key}_now_over_baseline"] = out[key] / out["baseline"][key]
+            return out
+        doc = revise(args.rerank, "rerank", both)
+        print({k: ({b: x for b, x in v.items() if b != "choices"} if k == "baseline" else v)
+               for k, v in doc["rerank"].items() if k != "by_case"})
         return doc
     if args.explain:
         doc = revise(args.explain, "explain", explain)

@@ -12,6 +12,8 @@ in-switch reduction) keep their priors. The fits:
 - ``<atom>.cta_local_gbps`` and ``<atom>.op_start_us``: least squares of one CTA's time per
   launch against bytes (t = a + n / r) over chunk sizes; ``op_start_us = a - launch_us``;
 - ``launch_us``: a CUDA-graph replay of an empty kernel;
+- ``launch_grid_us`` / ``launch_per_cta_us``: c CTAs copying 4 KiB each, over the simulator
+  without these terms (the memory load of c copies is the simulator's, not the launch's);
 - ``hbm_efficiency``: the best SM-copy payload rate at any CTA count x 2 (read + write)
   over the topology's nominal HBM bandwidth;
 - ``signal_latency_us``: slope of a CTA flag chain's time against hops, less the
@@ -86,9 +88,12 @@ RATIO_OF_COPY = ("packet_gbps", "packet_read_gbps", "sm.reduce_out_gbps", "sm.re
 PER_SM_VS_HOPPER = {"a100": (32, 46), "h100": (46, 46), "b200": (48, 46), "gb200": (48, 46),
                     "mi300x": (46, 46), "rubin": (48, 46)}
 DERIVED = tuple(PER_SM_VS_HOPPER)
+THROUGH_SIMULATOR = ("launch_grid_us", "launch_per_cta_us", "l2_reduce_speedup", "reduce_src_us", "packet_poll_us")
+"""Parameters :func:`refit` fits through the simulator once the rest is fit (the direct
+fits give the launch terms a first estimate, which the packet fits use)."""
 
-__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "REDUCE_CASES", "derive", "executor_raw", "fit", "fit_all",
-           "fit_executor", "fit_knee", "fit_poll", "fit_reduce_l2", "line", "refit", "rel_lstsq", "unknee", "with_fit"]
+__all__ = ["BEYOND_L2", "DERIVED", "KNEES", "REDUCE_CASES", "THROUGH_SIMULATOR", "derive", "executor_raw", "fit", "fit_all",
+           "fit_executor", "fit_knee", "fit_launch_ctas", "fit_poll", "fit_reduce_l2", "line", "refit", "rel_lstsq", "unknee", "with_fit"]
 
 
 def executor_raw(gpu: str) -> str:
@@ -518,6 +523,25 @@ def fit_poll(ex: dict, doc: dict) -> tuple[float, str] | None:
                                   f"{meas:.3f} us) less the simulator without this term ({sim:.3f} us)")
 
 
+def fit_launch_ctas(ex: dict, doc: dict) -> Fit | None:
+    """``launch_grid_us`` and ``launch_per_cta_us``: c CTAs copying 4 KiB each (c = 2, 16,
+    128) over the simulator with both terms at 0, every other parameter as fit: grid +
+    (c - 1) per CTA, least squares. The simulator already charges what c CTAs' copies
+    load on memory; the analytic first estimate (:func:`_launch_grid`, over one CTA's
+    time, which the packet fits use) counted that load again as launch cost."""
+    cases = [(t, s, p["c"]) for name, p, s in mb.CASES if name == "ctas" and p["n"] <= 4096 and p["c"] > 1
+             for t in [mb.measured(ex).get(mb.case_key(name, p))] if t is not None]
+    if len(cases) < 2:
+        return None
+    sim = _simulator(doc, "launch fit")
+    pts = [(c - 1, t - sim(s, launch_grid_us=0.0, launch_per_cta_us=0.0)) for t, s, c in cases]
+    grid, per_cta = line(*zip(*pts))
+    how = (f"c CTAs copying 4 KiB each ({len(pts)} runs, c = {', '.join(str(c) for *_, c in cases)}) less the "
+           f"simulator without launch_grid_us and launch_per_cta_us = grid + (c - 1) per CTA, least squares")
+    return {"launch_grid_us": (max(0.0, grid), f"{how}: grid"),
+            "launch_per_cta_us": (max(0.0, per_cta), f"{how}: per CTA")}
+
+
 def refit(raw: dict, ex: dict | None, doc: dict, hbm: float, where: str,
           log: Callable[[str], None] | None = None) -> tuple[dict, Fit]:
     """The whole fit: a new calibration document from ``doc`` (the current h200.json) with
@@ -531,7 +555,8 @@ def refit(raw: dict, ex: dict | None, doc: dict, hbm: float, where: str,
         fitted = fit_all(raw, None, doc["parameters"], hbm, 0.0, doc["gpu_kind"])
     doc["parameters"] = with_fit(doc["parameters"], fitted, where)
     if ex is not None:   # through the simulator, once the rest is fit, in this order
-        got = fit_reduce_l2(ex, doc) or {}
+        got = fit_launch_ctas(ex, doc) or {}
+        got.update(fit_reduce_l2(ex, {**doc, "parameters": with_fit(doc["parameters"], got, where)}) or {})
         poll = fit_poll(ex, {**doc, "parameters": with_fit(doc["parameters"], got, where)})
         if poll is not None:
             got["packet_poll_us"] = poll
