@@ -51,7 +51,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import header as cpu_header, load, revise, save
+from common import RESULTS, header as cpu_header, load, revise, save
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = "h200-codesign.json"
@@ -297,20 +297,21 @@ def rerank(doc: dict) -> dict:
 
 
 def rerank_at(commit: str, name: str) -> dict:
-    """:func:`rerank` of results file ``name`` by the code and calibration of ``commit``
-    (extracted with ``git archive``, run in a process of its own): what the simulator
-    before a model change would have picked among the same measured candidates."""
+    """:func:`rerank` of results file ``name`` (as it is here) by the code and calibration
+    of ``commit`` (extracted with ``git archive``, run in a process of its own): what the
+    simulator before a model change would have picked among the same measured candidates."""
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
-        paths = ["purlin", "topologies", "benchmarks/common.py", "benchmarks/gpu_codesign.py",
-                 f"benchmarks/results/{name}"]
+        paths = ["purlin", "topologies", "benchmarks/common.py", "benchmarks/gpu_codesign.py"]
         try:
             tar = subprocess.run(["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True,
                                  check=True).stdout
         except subprocess.CalledProcessError as e:
             raise SystemExit(f"--baseline {commit}: git archive failed: {e.stderr.decode().strip()}") from None
         subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
+        (Path(tmp) / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+        (Path(tmp) / "benchmarks" / "results" / name).write_text((RESULTS / name).read_text())   # this file, as it is
         env = {k: v for k, v in os.environ.items() if k != "OUT"} | {"PYTHONPATH": tmp}
         subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--rerank", name], cwd=tmp, env=env,
                        check=True, capture_output=True)

@@ -321,9 +321,16 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
         assert set(pred) == set(meas) and row["choice"] == min(pred, key=lambda k: (pred[k], k != "pick"))
         assert row["choice_over_best"] == pytest.approx(meas[row["choice"]] / min(meas.values()), rel=1e-12)
         ratios.append(row["choice_over_best"])
-    assert rr["cases"] == len(rows) == 91 and rr["schedules"] == sum(len(r["predicted_us"]) for r in rows.values())
+    assert rr["cases"] == len(rows) == 96 and rr["schedules"] == sum(len(r["predicted_us"]) for r in rows.values())
     assert rr["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in ratios) / len(ratios))
     assert rr["geomean_choice_over_best"] == pytest.approx(statistics.geometric_mean(ratios))
+    # --baseline: the earlier code's choices among the same measured candidates, and its summary
+    base = rr["baseline"]
+    assert base["commit"] == "81efc1a" and base["choices"].keys() == rows.keys()
+    old = [rows[k]["measured_us"][c] / min(rows[k]["measured_us"].values()) for k, c in base["choices"].items()]
+    assert base["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in old) / len(old))
+    assert base["geomean_choice_over_best"] == pytest.approx(statistics.geometric_mean(old))
+    assert base["within_5pct_share_now_over_baseline"] == pytest.approx(rr["within_5pct_share"] / base["within_5pct_share"])
     cases = {f"{c['collective']}/W{c['world']}/band{c['band']}": c for c in doc["cases"]}
     for key in sorted(rows)[::13]:
         case = cases[key]
