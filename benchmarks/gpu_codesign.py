@@ -313,8 +313,11 @@ def rerank_at(commit: str, name: str) -> dict:
         (Path(tmp) / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
         (Path(tmp) / "benchmarks" / "results" / name).write_text((RESULTS / name).read_text())   # this file, as it is
         env = {k: v for k, v in os.environ.items() if k != "OUT"} | {"PYTHONPATH": tmp}
-        subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--rerank", name], cwd=tmp, env=env,
-                       check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--rerank", name], cwd=tmp, env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"--baseline {commit}: its gpu_codesign.py --rerank {name} failed: {why}")
         got = json.loads((Path(tmp) / "benchmarks" / "results" / name).read_text())["rerank"]
     return {"commit": commit, **{k: v for k, v in got.items() if k != "by_case"},
             "choices": {case: row["choice"] for case, row in got["by_case"].items()}}

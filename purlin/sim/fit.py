@@ -208,10 +208,15 @@ def fit_executor(raw: dict, signal_batch: int = kernel_constants.SIGNAL_BATCH,
     return out
 
 
+def _launch_run(p: dict) -> bool:
+    """Whether a ``ctas`` run is one the launch terms are fit from: c > 1 CTAs with a tiny
+    copy each."""
+    return p["n"] <= 4096 and p["c"] > 1
+
+
 def _launch_grid(rows: list, fixed: float, inv_rate: float) -> Fit:
     """c CTAs with a tiny copy each, over one CTA's time: grid + (c - 1) per CTA."""
-    few = [(r["c"] - 1, t - (fixed + r["n"] * inv_rate)) for r, t in _median_of(rows, "ctas")
-           if r["n"] <= 4096 and r["c"] > 1]
+    few = [(r["c"] - 1, t - (fixed + r["n"] * inv_rate)) for r, t in _median_of(rows, "ctas") if _launch_run(r)]
     if len(few) < 2:
         return {}
     grid, per_cta = line(*zip(*few))
@@ -529,8 +534,9 @@ def fit_launch_ctas(ex: dict, doc: dict) -> Fit | None:
     (c - 1) per CTA, least squares. The simulator already charges what c CTAs' copies
     load on memory; the analytic first estimate (:func:`_launch_grid`, over one CTA's
     time, which the packet fits use) counted that load again as launch cost."""
-    cases = [(t, s, p["c"]) for name, p, s in mb.CASES if name == "ctas" and p["n"] <= 4096 and p["c"] > 1
-             for t in [mb.measured(ex).get(mb.case_key(name, p))] if t is not None]
+    meas = mb.measured(ex)
+    cases = [(meas[key], s, p["c"]) for name, p, s in mb.CASES if name == "ctas" and _launch_run(p)
+             and (key := mb.case_key(name, p)) in meas]
     if len(cases) < 2:
         return None
     sim = _simulator(doc, "launch fit")
