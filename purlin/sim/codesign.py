@@ -27,7 +27,9 @@ size grid (:func:`Search.for_topology`). The table records the budget, what each
 spent and what it left out.
 
 Sizes whose winners agree (one policy within ``merge`` of the best at each) become one
-band. Between two grid sizes, the geometric midpoint is simulated with both neighbours'
+band; of the policies that agree, the band takes the one whose busiest CTA stores the
+fewest bytes (:func:`~purlin.sim.codesign_bands.preferred`: ties the simulator cannot
+resolve go to the schedule least exposed to per-CTA costs). Between two grid sizes, the geometric midpoint is simulated with both neighbours'
 picks and their best rivals; the band boundary goes where the midpoint says. The table
 (:mod:`purlin.snac.tables` describes the format) records every point's pick, best and
 top rivals, each band's probe (its pick's programs digest and time at one size: the
@@ -49,8 +51,9 @@ from typing import Any, Sequence
 
 from purlin.errors import PurlinError
 from purlin.snac.policy import Policy, traits
-from purlin.sim.codesign_bands import (compact, default_path, fingerprint, make_bands,
-                                      nbytes_of, policy_key, ranked, summary_lines, write_table)
+from purlin.sim.codesign_bands import (busiest_nbytes, compact, default_path, fingerprint,
+                                      make_bands, nbytes_of, policy_key, ranked, summary_lines,
+                                      write_table)
 from purlin.snac.tables import SCHEMA_VERSION
 from purlin.spec import library
 from purlin.topology import Topology, resolve_topology, shipped_name, topology_digest
@@ -86,7 +89,7 @@ class Search:
     structures: int = 3       # ... at most this many
     refine_from: int = 3      # stage 3 starts from this many best candidates
     rounds: int = 6           # ... for at most this many rounds
-    merge: float = 0.01       # a band's pick is within this of each size's best
+    merge: float = 0.02       # a band's pick is within this of each size's best
     top: int = 6              # rivals recorded per point
     strikes: int = 2          # a family that lost by 2x at this many sizes in a row stops
     budget_s: float | None = BUDGET_S   # CPU seconds of one core; None: no limit
@@ -162,7 +165,8 @@ def evaluate(ref, world: int, name: str, size: int, policy: dict, calibration, b
     if key not in _SIMULATED:   # exact settles: rivals can sit a fraction of a percent apart
         r = simulate(s, topo, calibration, record=False, exact=True)
         _SIMULATED[key] = {"time_us": r.time_us, "programs_digest": d,
-                           "instructions": sum(len(p.instrs) for p in s.programs)}
+                           "instructions": sum(len(p.instrs) for p in s.programs),
+                           "busiest_nbytes": busiest_nbytes(s)}
     return {**_SIMULATED[key], "policy": compact(s.policy), "cpu_s": time.process_time() - t0}
 
 
@@ -433,6 +437,7 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
                         "worlds": list(worlds), "atoms": list(spec.atoms),
                         "prune": spec.prune, "structures": spec.structures,
                         "refine_from": spec.refine_from, "rounds": spec.rounds, "merge": spec.merge,
+                        "tie": "busiest_nbytes",
                         "strikes": spec.strikes, "budget_s": spec.budget_s,
                         "cpu_s": round(runner.spent, 1), "stages": runner.stages,
                         "points": sum(s["points"] for s in runner.stages.values()),

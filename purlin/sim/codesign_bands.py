@@ -43,6 +43,33 @@ def ranked(rows: dict[tuple, dict]) -> list[dict]:
     return list(uniq.values())
 
 
+def busiest_nbytes(schedule) -> int:
+    """The most bytes one CTA of ``schedule`` stores (a Copy or Reduce once per
+    destination, a PutPackets once): the longest serial data path of any CTA."""
+    most = 0
+    for prog in schedule.programs:
+        n = 0
+        for ins in prog.instrs:
+            dsts = getattr(ins, "dsts", None)
+            if dsts is not None:
+                n += ins.nbytes * len(dsts)
+            elif type(ins).__name__ == "PutPackets":
+                n += ins.nbytes
+        most = max(most, n)
+    return most
+
+
+def preferred(rows: list[dict], merge: float) -> dict:
+    """The row the search takes among ``rows`` of one size: of those predicted within
+    ``merge`` of the fastest (closer than the simulator resolves on the GPU's executor),
+    the one whose busiest CTA stores the fewest bytes, then the fastest. A tie goes to
+    the schedule least exposed to per-CTA costs the model does not see (see
+    docs/policy.md#ties)."""
+    fastest = min(r["time_us"] for r in rows)
+    near = [r for r in rows if r["time_us"] <= (1 + merge) * fastest]
+    return min(near, key=lambda r: (r.get("busiest_nbytes", 0), r["time_us"], str(policy_key(r["policy"]))))
+
+
 def nbytes_of(name: str, world: int, size: int) -> int:
     """The planner's size key at nccl ``size``: the largest buffer of any rank."""
     c = library.from_size(name, world, size, "fp32")
@@ -51,8 +78,9 @@ def nbytes_of(name: str, world: int, size: int) -> int:
 
 def _grid_picks(results: dict[int, dict], sizes: list[int], merge: float) -> list[dict]:
     """One policy per grid size: greedy runs of sizes that share a candidate within
-    ``merge`` of each size's best; the run's pick is the one with the least summed
-    excess."""
+    ``merge`` of each size's best; the run's pick is the one whose busiest CTA stores the
+    fewest bytes (summed over the run, each size's relative to its least), then the one
+    with the least summed excess (:func:`preferred` at one size)."""
     near, best = [], []
     for s in sizes:
         r = ranked(results[s])
@@ -65,7 +93,9 @@ def _grid_picks(results: dict[int, dict], sizes: list[int], merge: float) -> lis
         while j + 1 < len(sizes) and common & set(near[j + 1]):
             common &= set(near[j + 1])
             j += 1
-        key = min(common, key=lambda k: (sum(near[x][k]["time_us"] / best[x] for x in range(i, j + 1)), str(k)))
+        least = [min(r.get("busiest_nbytes", 0) for r in near[x].values()) or 1 for x in range(i, j + 1)]
+        key = min(common, key=lambda k: (sum(near[x][k].get("busiest_nbytes", 0) / least[x - i] for x in range(i, j + 1)),
+                                         sum(near[x][k]["time_us"] / best[x] for x in range(i, j + 1)), str(k)))
         picks += [near[x][key]["policy"] for x in range(i, j + 1)]
         i = j + 1
     return picks
@@ -119,7 +149,7 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
         if not r:
             continue
         near = lambda p: rows.get(policy_key(p), {}).get("time_us", math.inf) <= (1 + merge) * r[0]["time_us"]  # noqa: E731
-        chosen[m] = high if near(high) else low if near(low) else r[0]["policy"]
+        chosen[m] = high if near(high) else low if near(low) else preferred(r, merge)["policy"]
     _repair(name, world, results, chosen, merge, run)
     points = sorted(chosen)
     runs: list[dict] = []

@@ -310,15 +310,24 @@ def test_traffic_mix_summary_is_what_its_samples_say():
 
 def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candidates():
     """h200-codesign.json's ``rerank`` (gpu_codesign.py --rerank): per case, today's
-    simulator's time for each measured candidate and the one it would choose; the summary
-    is what those rows say. A sample is simulated again: a model change must re-run it."""
+    simulator's time for each measured candidate and the one the search's rule would
+    choose (within ``merge`` of the fastest, the least loaded busiest CTA); the summary is
+    what those rows say. A sample is simulated and planned again: a model or planner
+    change must re-run it."""
+    from purlin.sim.codesign import Search
+    from purlin.sim.codesign_bands import busiest_nbytes, preferred
     doc = load("h200-codesign.json")
     rr = doc["rerank"]
     rows = rr["by_case"]
+    cases = {f"{c['collective']}/W{c['world']}/band{c['band']}": c for c in doc["cases"]}
     ratios = []
     for key, row in rows.items():
-        pred, meas = row["predicted_us"], row["measured_us"]
-        assert set(pred) == set(meas) and row["choice"] == min(pred, key=lambda k: (pred[k], k != "pick"))
+        pred, meas, busy = row["predicted_us"], row["measured_us"], row["busiest_nbytes"]
+        assert set(pred) == set(meas) == set(busy)
+        policies = {c["label"]: c["policy"] for c in cases[key]["candidates"]}
+        chosen = preferred([{"time_us": pred[k], "busiest_nbytes": busy[k], "policy": policies[k], "label": k}
+                            for k in pred], Search().merge)
+        assert row["choice"] == chosen["label"]
         assert row["choice_over_best"] == pytest.approx(meas[row["choice"]] / min(meas.values()), rel=1e-12)
         ratios.append(row["choice_over_best"])
     assert rr["cases"] == len(rows) == 96 and rr["schedules"] == sum(len(r["predicted_us"]) for r in rows.values())
@@ -326,12 +335,11 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
     assert rr["geomean_choice_over_best"] == pytest.approx(statistics.geometric_mean(ratios))
     # --baseline: the earlier code's choices among the same measured candidates, and its summary
     base = rr["baseline"]
-    assert base["commit"] == "81efc1a" and base["choices"].keys() == rows.keys()
+    assert base["commit"] == "5e223c1" and base["choices"].keys() == rows.keys()
     old = [rows[k]["measured_us"][c] / min(rows[k]["measured_us"].values()) for k, c in base["choices"].items()]
     assert base["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in old) / len(old))
     assert base["geomean_choice_over_best"] == pytest.approx(statistics.geometric_mean(old))
     assert base["within_5pct_share_now_over_baseline"] == pytest.approx(rr["within_5pct_share"] / base["within_5pct_share"])
-    cases = {f"{c['collective']}/W{c['world']}/band{c['band']}": c for c in doc["cases"]}
     for key in sorted(rows)[::13]:
         case = cases[key]
         topo = load_topology("h200-loopback", world=case["world"])
@@ -341,6 +349,7 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
                 s = plan(c, topo, cand["policy"], cta_budget=case["cta_budget"], check=False)
                 assert simulate(s, topo, record=False).time_us == pytest.approx(
                     rows[key]["predicted_us"][cand["label"]], rel=1e-9), (key, cand["label"])
+                assert busiest_nbytes(s) == rows[key]["busiest_nbytes"][cand["label"]]
 
 
 @pytest.mark.parametrize("name", ["h200-codesign.json", "h100-codesign.json", "h100-codesign-misses.json"])
