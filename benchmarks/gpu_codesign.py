@@ -287,9 +287,8 @@ def rerank(doc: dict) -> dict:
             same += programs_digest(sched) == c["programs_digest"]
             now[c["label"]] = simulate(sched, topo, record=False).time_us
             busiest[c["label"]] = codesign_bands.busiest_nbytes(sched)
-        label = codesign_bands.preferred([{"time_us": now[c["label"]], "busiest_nbytes": busiest[c["label"]],
-                                           "policy": c["policy"], "label": c["label"]} for c in ok], merge)["label"]
-        choice = next(c for c in ok if c["label"] == label)   # the search's own rule
+        choice = codesign_bands.preferred([{"time_us": now[c["label"]], "busiest_nbytes": busiest[c["label"]],
+                                            "policy": c["policy"], "candidate": c} for c in ok], merge)["candidate"]
         best = min(c["median_us"] for c in ok)
         ratios.append(choice["median_us"] / best)
         rows[f"{case['collective']}/W{case['world']}/band{case['band']}"] = {

@@ -29,8 +29,8 @@ spent and what it left out.
 Sizes whose winners agree (one policy within ``merge`` of the best at each) become one
 band; of the policies that agree, the band takes the one whose busiest CTA stores the
 fewest bytes (:func:`~purlin.sim.codesign_bands.preferred`: ties the simulator cannot
-resolve go to the schedule least exposed to per-CTA costs). Between two grid sizes, the geometric midpoint is simulated with both neighbours'
-picks and their best rivals; the band boundary goes where the midpoint says. The table
+resolve go to the schedule least exposed to per-CTA costs). Between two grid sizes, the
+geometric midpoint is simulated with both neighbours' picks and their best rivals; the band boundary goes where the midpoint says. The table
 (:mod:`purlin.snac.tables` describes the format) records every point's pick, best and
 top rivals, each band's probe (its pick's programs digest and time at one size: the
 planner fingerprint), the calibration file's digest, the command and the search's cost.

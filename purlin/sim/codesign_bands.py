@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from purlin.errors import PurlinError
+from purlin.snac.ir import Copy, PutPackets, Reduce
 from purlin.snac.tables import FOLDER
 from purlin.spec import library
 
@@ -46,17 +47,9 @@ def ranked(rows: dict[tuple, dict]) -> list[dict]:
 def busiest_nbytes(schedule) -> int:
     """The most bytes one CTA of ``schedule`` stores (a Copy or Reduce once per
     destination, a PutPackets once): the longest serial data path of any CTA."""
-    most = 0
-    for prog in schedule.programs:
-        n = 0
-        for ins in prog.instrs:
-            dsts = getattr(ins, "dsts", None)
-            if dsts is not None:
-                n += ins.nbytes * len(dsts)
-            elif type(ins).__name__ == "PutPackets":
-                n += ins.nbytes
-        most = max(most, n)
-    return most
+    return max((sum(ins.nbytes * (len(ins.dsts) if isinstance(ins, (Copy, Reduce)) else 1)
+                    for ins in prog.instrs if isinstance(ins, (Copy, Reduce, PutPackets)))
+                for prog in schedule.programs), default=0)
 
 
 def preferred(rows: list[dict], merge: float) -> dict:
