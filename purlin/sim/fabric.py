@@ -126,6 +126,9 @@ class Fabric:
         self._hbm = [self.index[hbm_resource(topology, r)] for r in range(topology.world)]
         self._flows: dict[tuple, FlowSpec] = {}
         self._nvls: dict[str, str] = {}
+        self._star = _star_roles(topology, self.index, self._gpu)
+        self._hot = [g in self._cached for g in self._gpu]
+        self._templates: dict[tuple, tuple[tuple[tuple[int, int], ...], FlowSpec]] = {}
 
     # ---- topology lookups (cached) ----------------------------------------------------
     def same_gpu(self, p: int, q: int) -> bool:
@@ -189,9 +192,36 @@ class Fabric:
             key = (type(ins).__name__[0], ins.atom, rank, tuple(ref_ranks(srcs)), tuple(ref_ranks(ins.dsts)), pkt)
         spec = self._flows.get(key)
         if spec is None:
-            spec = self._build(key, where)
+            spec = self._build(key, where) if self._star is None else self._relabel(key, where)
             self._flows[key] = spec
         return spec
+
+    def _relabel(self, key: tuple, where: str) -> FlowSpec:
+        """On a uniform star every renaming of GPUs maps the fabric onto itself, so a
+        key's spec is that of the first key alike up to renaming (the same pattern of
+        equal ranks, the same GPUs with buffers in L2), its resources renamed: built once
+        per pattern instead of once per pair of a rack's W^2. The resources come in the
+        order :meth:`_build` lists them (that order follows the pattern, not the names),
+        so every spec is the one it builds, bit for bit."""
+        kind, atom, c, srcs, dsts, pkt = key
+        seen: dict[int, int] = {}
+        labels = tuple([seen.setdefault(r, len(seen)) for r in (c, *srcs, *dsts)])
+        ranks = tuple(seen)
+        hot = self._hot
+        if not all(type(r) is int and 0 <= r < len(hot) for r in ranks):
+            return self._build(key, where)   # it names the rank out of range
+        tkey = (kind, atom, labels, pkt, tuple([hot[r] for r in ranks]))
+        got = self._templates.get(tkey)
+        if got is None:
+            spec = self._build(key, where)
+            pos = {r: k for k, r in enumerate(ranks)}
+            roles = tuple((role, pos[r]) for role, r in map(self._star[1].__getitem__, spec.resources))
+            self._templates[tkey] = (roles, spec)
+            return spec
+        roles, spec = got
+        table = self._star[0]
+        return FlowSpec(tuple([table[role][ranks[k]] for role, k in roles]), spec.weights,
+                        spec.cap_Bpus, spec.pre_us, spec.post_us)
 
     def _build(self, key: tuple, where: str) -> FlowSpec:
         kind, atom, c, srcs, dsts, pkt_src = key
@@ -283,3 +313,23 @@ class Fabric:
             post += self.cal.signal_latency_us
         res = tuple(load)
         return FlowSpec(res, tuple(load[r] for r in res), 1.0 / per_byte_us, pre, post)
+
+
+def _star_roles(topology: Topology, index: dict[str, int], gpu: list[str]
+                ) -> tuple[tuple[list[int], ...], dict[int, tuple[int, int]]] | None:
+    """Where every GPU hangs off one switch by one link each way, all links alike, and
+    each rank has a GPU of its own: per role (HBM, uplink, downlink) the resource index
+    of each rank, and per resource index its (role, rank). None elsewhere."""
+    if topology.loopback or len(topology.switches) != 1 or len(set(gpu)) != len(gpu):
+        return None
+    sw = topology.switches[0].name
+    ups = [index.get(f"{g}->{sw}") for g in gpu]
+    downs = [index.get(f"{sw}->{g}") for g in gpu]
+    if None in ups or None in downs or len(topology.links) != 2 * len(gpu):
+        return None
+    if len({(k.bandwidth_gbps, k.latency_us, k.link_class) for k in topology.links}) != 1:
+        return None
+    hbm = [index[f"{g}.hbm"] for g in gpu]
+    table = (hbm, ups, downs)
+    roles = {i: (role, r) for role, col in enumerate(table) for r, i in enumerate(col)}
+    return table, roles
