@@ -322,8 +322,7 @@ class _Run:
         entry at that landing."""
         row = self._signal_row.get(rank)
         if row is None:
-            sig = self.fabric.signal_us
-            row = self._signal_row[rank] = [sig(rank, q) for q in range(self.topology.world)]
+            row = self._signal_row[rank] = self.fabric.signal_row(rank)
         clock, add, waiters = self.clock, self.flags.add, self.waiters
         now = clock.now
         seq = clock.seq   # drawn here one per flag (nothing below draws one)
@@ -442,7 +441,7 @@ class _Run:
             nbytes = 0
             run = run + 1 if kind is PutPackets else 0
             if kind in _FLOW_KINDS:
-                spec = fabric.flow(ins, rank, f"rank {rank}, cta {cta}, instr {i}")
+                spec = fabric.flow(ins, rank, (rank, cta, i))
                 pkt = ((ins.dst.rank, ins.dst.offset, ins.nbytes, ins.value)
                        if kind is PutPackets else None)
                 if q is not None:

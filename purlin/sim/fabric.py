@@ -127,6 +127,8 @@ class Fabric:
         self._flows: dict[tuple, FlowSpec] = {}
         self._nvls: dict[str, str] = {}
         self._star = _star_roles(topology, self.index, self._gpu)
+        self._w = topology.world
+        self._star_lat = path_latency_us(topology, 0, 1) if self._star is not None and self._w > 1 else 0.0
         self._hot = [g in self._cached for g in self._gpu]
         self._templates: dict[tuple, tuple[tuple[tuple[int, int], ...], FlowSpec]] = {}
 
@@ -148,6 +150,8 @@ class Fabric:
 
     def latency_us(self, p: int, q: int) -> float:
         """One-way path latency from rank p to rank q (links + switches)."""
+        if self._star is not None and type(p) is int and type(q) is int and 0 <= p < self._w and 0 <= q < self._w:
+            return 0.0 if p == q else self._star_lat   # every pair of a uniform star sums the same terms
         key = (p, q)
         if key not in self._lat:
             self._lat[key] = 0.0 if self.same_gpu(p, q) else path_latency_us(self.topology, p, q)
@@ -156,6 +160,15 @@ class Fabric:
     def signal_us(self, p: int, q: int) -> float:
         """From a release-store on rank p to a waiter on rank q seeing it."""
         return self.cal.signal_latency_us + self.latency_us(p, q)
+
+    def signal_row(self, p: int) -> list[float]:
+        """:meth:`signal_us` from rank ``p`` to every rank (on a uniform star one value
+        but its own, not W calls)."""
+        if self._star is None:
+            return [self.signal_us(p, q) for q in range(self._w)]
+        row = [self.cal.signal_latency_us + self._star_lat] * self._w
+        row[p] = self.cal.signal_latency_us + 0.0
+        return row
 
     def nvls_switch(self, rank: int, where: str) -> str:
         """The in-switch-reduce switch that ``rank``'s GPU is linked to."""
@@ -181,10 +194,16 @@ class Fabric:
         return self.index[f"{sw}->{self._gpu[rank]}"]
 
     # ---- flows ------------------------------------------------------------------------
-    def flow(self, ins: Copy | Reduce | PutPackets, rank: int, where: str) -> FlowSpec:
-        """The :class:`FlowSpec` of a data instruction issued on ``rank`` (cached)."""
-        if isinstance(ins, PutPackets):
+    def flow(self, ins: Copy | Reduce | PutPackets, rank: int, where: str | tuple[int, int, int]) -> FlowSpec:
+        """The :class:`FlowSpec` of a data instruction issued on ``rank`` (cached).
+        ``where`` names it in errors: a text, or (rank, cta, instruction), put in words
+        only if there is an error (an engine asks once per instruction)."""
+        t = type(ins)
+        if t is PutPackets:
             key = ("P", "sm", rank, (ins.src.rank,), (ins.dst.rank,), (False,))
+        elif t is Copy:
+            src = ins.src
+            key = ("C", ins.atom, rank, (src.rank,), tuple(ref_ranks(ins.dsts)), (src.buffer == "packets",))
         else:
             srcs = sources(ins)
             pkt = ((srcs.buffer == "packets",) * len(srcs) if type(srcs) is Fan
@@ -196,7 +215,7 @@ class Fabric:
             self._flows[key] = spec
         return spec
 
-    def _relabel(self, key: tuple, where: str) -> FlowSpec:
+    def _relabel(self, key: tuple, where: str | tuple[int, int, int]) -> FlowSpec:
         """On a uniform star every renaming of GPUs maps the fabric onto itself, so a
         key's spec is that of the first key alike up to renaming (the same pattern of
         equal ranks, the same GPUs with buffers in L2), its resources renamed: built once
@@ -223,8 +242,10 @@ class Fabric:
         return FlowSpec(tuple([table[role][ranks[k]] for role, k in roles]), spec.weights,
                         spec.cap_Bpus, spec.pre_us, spec.post_us)
 
-    def _build(self, key: tuple, where: str) -> FlowSpec:
+    def _build(self, key: tuple, where: str | tuple[int, int, int]) -> FlowSpec:
         kind, atom, c, srcs, dsts, pkt_src = key
+        if type(where) is tuple:
+            where = "rank {}, cta {}, instr {}".format(*where)
         if atom not in ("sm", "tma", "ce", "switch"):
             raise ScheduleError(f"{where}: unknown Atom {atom!r}; known: sm, tma, ce, switch")
         if not dsts:

@@ -372,6 +372,8 @@ class FluidModel:
         self._retime(act, old)
 
     def _fits(self, added: list[int]) -> bool:
+        if len(added) == 1 and not self._soft:
+            return self._fits_one(added[0])
         slots = [s for s in added if self.active[s]]
         if not slots:
             return True
@@ -402,6 +404,30 @@ class FluidModel:
                 self.finish[s] = f
                 if self._best is not None and f < self._best[0]:
                     self._best = (f, s)
+        return True
+
+    def _fits_one(self, s: int) -> bool:
+        """:meth:`_fits` for one flow (most changes start one), with the same numbers: a
+        flow's resources are distinct, so each needs ``w * cap`` (a sum of one term)."""
+        if not self.active[s]:
+            return True
+        c = float(self.cap[s])
+        if c == float("inf"):
+            return False
+        res, wts = self._res[s]
+        rem, tol = self._rem, self._tol_list
+        for i, w in zip(res, wts):
+            if rem[i] - w * c <= tol[i]:
+                return False   # would saturate a resource: bottlenecks change
+        for i, w in zip(res, wts):
+            rem[i] -= w * c
+        now = self.now_us
+        self.rate[s] = self.speed[s] = c
+        self.t_at[s] = now
+        f = now + float(self.rem_at[s]) / c
+        self.finish[s] = f
+        if self._best is not None and f < self._best[0]:
+            self._best = (f, s)
         return True
 
     def _fits_many(self, sl: np.ndarray) -> bool:

@@ -111,3 +111,17 @@ def test_a_switch_reduce_without_an_nvls_switch_is_refused_on_a_star_too():
     ins = Reduce((Ref(0, "input", 0), Ref(1, "input", 0)), (Ref(0, "output", 0),), 4096, "fp32", "add", "switch")
     with pytest.raises(ScheduleError, match="needs an in-switch-reduce switch"):
         s.flow(ins, 0, "rank 0, cta 0, instr 0")
+
+
+def test_latencies_and_signal_rows_on_a_star_are_those_of_each_pair():
+    from purlin.topology import path_latency_us
+    for topo in (STAR, load_topology("gb200-nvl72")):
+        f = Fabric(topo, CAL)
+        assert f._star is not None
+        for p in range(topo.world):
+            row = f.signal_row(p)
+            for q in range(topo.world):
+                lat = 0.0 if p == q else path_latency_us(topo, p, q)
+                assert f.latency_us(p, q) == lat
+                assert row[q] == CAL.signal_latency_us + lat
+    assert Fabric(STAR, CAL).latency_us(0, 1) == pytest.approx(0.05 + 0.35 + 0.05)
