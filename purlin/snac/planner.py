@@ -26,7 +26,7 @@ from purlin.topology import Topology, is_direct, is_fully_connected, resolve_top
 
 def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
             cta_budget: int, table=None, max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
-            groups: list[df.Group] | None = None) -> tuple[Policy, dict]:
+            groups: list[df.Group] | None = None, *, sizes: dict | None = None) -> tuple[Policy, dict]:
     """The policy ``plan`` runs and where it came from.
 
     No policy (or one with every field ``auto``): a given ``table`` (a codesign or sweep
@@ -35,7 +35,8 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
     fields set keeps them; the generic rules fill the rest. A default in the direct regime
     whose per-CTA handshakes would pass ``max_instructions`` gates its start and gathers
     its fence instead, when that fits (:func:`_fit_handshakes`). ``groups``: ``df.groups(c)``
-    if at hand (at rack scale finding them costs seconds).
+    if at hand (at rack scale finding them costs seconds); ``sizes``: a dict in which the
+    plan-size estimates made here are kept for the caller (each is a pass over the groups).
 
     Returns
     -------
@@ -69,12 +70,13 @@ def resolve(c: Collective, topology: Topology, policy: Policy | dict | None,
     if source["source"] == "table" and (pol.put_ctas, pol.consumer_ctas) != (policy.put_ctas, policy.consumer_ctas):
         source["shrunk_to_budget"] = cta_budget
     if source["source"] != "policy":
-        pol, source = _fit_handshakes(c, topology, pol, source, cta_budget, max_instructions, groups)
+        pol, source = _fit_handshakes(c, topology, pol, source, cta_budget, max_instructions, groups,
+                                      {} if sizes is None else sizes)
     return pol, source
 
 
 def _fit_handshakes(c: Collective, topology: Topology, pol: Policy, source: dict, cta_budget: int,
-                    max_instructions: int, groups: list[df.Group] | None = None) -> tuple[Policy, dict]:
+                    max_instructions: int, groups: list[df.Group] | None, sizes: dict) -> tuple[Policy, dict]:
     """At rack scale the direct regime's per-CTA handshakes (about 4 W^2 C flags for W
     ranks of C working CTAs) outgrow the instruction limit long before its data does: a
     576-rank AllReduce of 64 MiB holds about 8 million. A default past the limit gates its
@@ -83,11 +85,11 @@ def _fit_handshakes(c: Collective, topology: Topology, pol: Policy, source: dict
     if pol.regime != "direct" or (pol.start, pol.fence) == ("gate", "gather"):
         return pol, source
     groups = df.groups(c) if groups is None else groups
-    est = limits.estimate(c, pol, cta_budget, spread=topology.loopback, groups=groups).instructions
+    est = _estimate(c, pol, cta_budget, topology.loopback, groups, sizes).instructions
     if est <= max_instructions:
         return pol, source
     gated = replace(pol, start="gate", fence="gather").check()
-    if limits.estimate(c, gated, cta_budget, spread=topology.loopback, groups=groups).instructions > max_instructions:
+    if _estimate(c, gated, cta_budget, topology.loopback, groups, sizes).instructions > max_instructions:
         return pol, source
     return gated, {**source, "handshakes": f"start 'gate', fence 'gather': per-CTA handshakes would be "
                                            f"about {est:,} instructions, over the limit of {max_instructions:,}"}
@@ -108,9 +110,21 @@ def generic(c: Collective, topology: Topology, cta_budget: int, base: Policy | N
 
 def resolve_policy(c: Collective, topology: Topology, policy: Policy | dict | None,
                    cta_budget: int, table=None, max_instructions: int = limits.DEFAULT_MAX_INSTRUCTIONS,
-                   groups: list[df.Group] | None = None) -> Policy:
+                   groups: list[df.Group] | None = None, *, sizes: dict | None = None) -> Policy:
     """The policy ``plan`` runs (:func:`resolve` without its source)."""
-    return resolve(c, topology, policy, cta_budget, table, max_instructions, groups)[0]
+    return resolve(c, topology, policy, cta_budget, table, max_instructions, groups, sizes=sizes)[0]
+
+
+def _estimate(c: Collective, pol: Policy, cta_budget: int, spread: bool, groups: list[df.Group],
+              sizes: dict) -> limits.PlanEstimate:
+    """:func:`limits.estimate`, kept in ``sizes`` by policy: resolving a default and
+    checking the plan it gives against the limits ask for the same one (at 576 ranks a
+    third of a million groups to walk)."""
+    key = (pol, cta_budget, spread)
+    got = sizes.get(key)
+    if got is None:
+        got = sizes[key] = limits.estimate(c, pol, cta_budget, spread=spread, groups=groups)
+    return got
 
 
 @paused()
@@ -236,9 +250,10 @@ def _check_limits(collective: Any, topology: Any, policy: Any, cta_budget: Any, 
     limits.check_plan_size(limits.lower_bound(collective, groups=gs), max_instructions,
                            max_memory_nbytes, what)
     topo = _topology_for(topology, collective.world)
-    pol = resolve_policy(collective, topo, policy, cta_budget, table, max_instructions, gs)
-    limits.check_plan_size(limits.estimate(collective, pol, cta_budget, spread=topo.loopback,
-                                           groups=gs), max_instructions, max_memory_nbytes, what)
+    sizes: dict = {}
+    pol = resolve_policy(collective, topo, policy, cta_budget, table, max_instructions, gs, sizes=sizes)
+    limits.check_plan_size(_estimate(collective, pol, cta_budget, topo.loopback, gs, sizes),
+                           max_instructions, max_memory_nbytes, what)
     return topo, pol, gs
 
 
