@@ -36,13 +36,13 @@ class PacketTimes:
         self.gaps: dict[tuple[int, int], tuple[list[int], list[tuple]]] = {}   # by byte
 
     def begin(self, pkt: tuple, t: float, seq: int) -> None:
-        """A put of ``pkt`` starts landing at ``t`` (issued under ``seq``)."""
-        """A put (rank, offset, nbytes, tag) starts: its first bytes land at ``t``."""
+        """A put ``pkt`` = (rank, offset, nbytes, tag) starts: its first bytes land at
+        ``t`` (issued under ``seq``)."""
         self._file(pkt, t, seq, None)
 
     def end(self, pkt: tuple, t: float, seq: int) -> None:
-        """The put of ``pkt`` has wholly landed at ``t`` (issued under ``seq``)."""
-        """A put ends: all its bytes land at ``t`` (its first ones too, if not before)."""
+        """The put ``pkt`` ends: all its bytes land at ``t`` (its first ones too, if not
+        before; issued under ``seq``)."""
         self._file(pkt, t, seq, (t, seq))
 
     def _file(self, pkt: tuple, t: float, seq: int, whole: tuple | None) -> None:
@@ -74,8 +74,6 @@ class PacketTimes:
                     self._retry(c, w, wh)
 
     def ready(self, c: Any, w: tuple[int, int, int, int], whole: bool) -> bool:
-        """Whether the packets ``w`` waits for have landed (begun, or ``whole``ly) by now;
-        if not, ``c`` is woken when they have."""
         """Whether window ``w`` = (rank, lo, hi, tag) has landed for ``c`` now (``whole``:
         all of it, else its first bytes); if not, ``c`` is woken when it has."""
         kind, a, b = self._when(w, whole)
