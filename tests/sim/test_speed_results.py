@@ -15,7 +15,7 @@ _load = load_result
 
 
 SPEED_FILES = ("sim_speed_racks.json", "sim_speed_nvl72_2core.json", "sim_speed_memory.json", "sim_speed_nvl144.json",
-               "sim_speed_nvl576.json", "sim_speed_verify_memory.json")
+               "sim_speed_nvl576.json", "sim_speed_nvl576_solo.json", "sim_speed_verify_memory.json")
 
 
 @pytest.mark.parametrize("name", SPEED_FILES)
