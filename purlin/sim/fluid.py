@@ -393,17 +393,8 @@ class FluidModel:
                 return False   # would saturate a resource: bottlenecks change
         for i, x in need.items():
             rem[i] -= x
-        now = self.now_us
         for s in slots:
-            c = float(self.cap[s])
-            self.rate[s] = c
-            if not self._soft:
-                self.speed[s] = c
-                self.t_at[s] = now
-                f = now + float(self.rem_at[s]) / c
-                self.finish[s] = f
-                if self._best is not None and f < self._best[0]:
-                    self._best = (f, s)
+            self._at_cap(s, float(self.cap[s]))
         return True
 
     def _fits_one(self, s: int) -> bool:
@@ -421,14 +412,21 @@ class FluidModel:
                 return False   # would saturate a resource: bottlenecks change
         for i, w in zip(res, wts):
             rem[i] -= w * c
-        now = self.now_us
-        self.rate[s] = self.speed[s] = c
-        self.t_at[s] = now
-        f = now + float(self.rem_at[s]) / c
-        self.finish[s] = f
-        if self._best is not None and f < self._best[0]:
-            self._best = (f, s)
+        self._at_cap(s, c)
         return True
+
+    def _at_cap(self, s: int, c: float) -> None:
+        """Flow ``s`` runs at its cap ``c`` from now on (where no resource is soft, its
+        speed too, and its finish is filed)."""
+        self.rate[s] = c
+        if not self._soft:
+            now = self.now_us
+            self.speed[s] = c
+            self.t_at[s] = now
+            f = now + float(self.rem_at[s]) / c
+            self.finish[s] = f
+            if self._best is not None and f < self._best[0]:
+                self._best = (f, s)
 
     def _fits_many(self, sl: np.ndarray) -> bool:
         """:meth:`_fits` for many flows at once, with the same sums (bincount adds each
