@@ -222,3 +222,16 @@ def test_wide_refs_compare_as_their_refs_do(a, p, d, change, at):
     q = (p + d) % 12
     one_by_one = tuple(_ref(r, p, 12) for r in a) == tuple(_ref(r, q, 12) for r in b)
     assert (_refs(tuple(a), p, 12) == _refs(tuple(b), q, 12)) is one_by_one
+
+
+@pytest.mark.parametrize("topo_name, name, size, policy, period", CASES)
+def test_a_programs_shape_is_the_shape_of_each_instruction(topo_name, name, size, policy, period):
+    """The written-out loop of ``_Context._shapes`` (Waits, Notifies, Copies to a few Refs)
+    gives, light and full, the tuples :func:`_shape` gives instruction by instruction."""
+    from purlin.sim.symmetry import _Context, _shape
+    topo = _topology(topo_name)
+    s = plan(library.from_size(name, topo.world, size), topo, policy, check=False)
+    ctx = _Context(s, load_calibration(topo.gpu_kind if topo.gpu_kind != "synthetic" else "h200"))
+    for p in s.programs[::max(1, len(s.programs) // 40)]:
+        for light in (True, False):
+            assert ctx._shapes(p.instrs, p.rank, light) == tuple(_shape(i, p.rank, ctx, light) for i in p.instrs)
