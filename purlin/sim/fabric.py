@@ -166,8 +166,8 @@ class Fabric:
         but its own, not W calls)."""
         if self._star is None:
             return [self.signal_us(p, q) for q in range(self._w)]
-        row = [self.cal.signal_latency_us + self._star_lat] * self._w
-        row[p] = self.cal.signal_latency_us + 0.0
+        row = [self.signal_us(p, (p + 1) % self._w)] * self._w
+        row[p] = self.signal_us(p, p)
         return row
 
     def nvls_switch(self, rank: int, where: str) -> str:
