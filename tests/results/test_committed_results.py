@@ -423,3 +423,48 @@ def test_traced_misses_explain_is_what_the_traces_say():
     for r, kept in zip(recs, row["simulated_records"]):
         assert [*r[:4], r[6]] == [*kept[:4], kept[6]]
         assert (r[4] - t0, r[5] - t0) == pytest.approx((kept[4], kept[5]), rel=1e-9, abs=1e-12)
+
+
+
+def _spans(records: list) -> tuple[float, float]:
+    """(a run of puts from its first start to its last end, the whole timeline), as
+    trace_microbench.py --report reads a timeline."""
+    puts = [r for r in records if r[3] == "PutPackets"]
+    put_span = max((r[5] for r in puts), default=0.0) - min((r[4] for r in puts), default=0.0)
+    return put_span, max(r[5] for r in records) - min(r[4] for r in records)
+
+
+def test_microbench_traces_report_is_what_its_records_say():
+    """h100-microbench-traces.json (trace_microbench.py on the H100, then --report): each
+    case's traced spans are what its median run's records say, its simulated ones what
+    today's simulator gives on the H100's calibration, and the summary per family the
+    median of simulated minus traced."""
+    from purlin.sim import microbench as mb
+    doc = load("h100-microbench-traces.json")
+    rep = doc["report"]
+    assert rep["calibration"] == "h100" and len(rep["cases"]) == len(doc["raw"]) == 94
+    raw = {(r["case"], tuple(sorted((k, v) for k, v in r.items() if k not in ("case", "spans_us", "records")))): r
+           for r in doc["raw"]}
+    fam: dict = {}
+    for row in rep["cases"]:
+        params = tuple(sorted((k, v) for k, v in row.items() if not isinstance(v, dict) and k != "case"))
+        got = raw[(row["case"], params)]
+        put_span, span = _spans(got["records"])
+        assert len(got["spans_us"]) == 9 and span == pytest.approx(statistics.median(got["spans_us"]), abs=1e-9)
+        assert (row["put_span_us"]["gpu"], row["span_us"]["gpu"]) == pytest.approx((put_span, span), abs=1e-9)
+        f = fam.setdefault(row["case"], {k: [] for k in ("put_span_us", "reader_end_after_put_us", "span_us")})
+        for key in f:
+            if row[key]["gpu"] is not None and row[key]["sim"] is not None:
+                f[key].append(row[key]["sim"] - row[key]["gpu"])
+    for name, f in fam.items():
+        for key, v in f.items():
+            got = rep["summary"][name][f"{key}_sim_minus_gpu_median"]
+            assert got == (pytest.approx(statistics.median(v), abs=1e-9) if v else None), (name, key)
+    # the run of eight 2 KiB puts: one batch, one record on the GPU (0 to 1.92 us), the
+    # reader's copy to 2.75; simulated again, the report's spans
+    key = ("put_wave", (("last", True), ("m", 8), ("n", 2048)))
+    assert _spans(raw[key]["records"]) == pytest.approx((1.92, 2.752))
+    row = next(r for r in rep["cases"] if r["case"] == "put_wave" and r["m"] == 8 and r["n"] == 2048 and r["last"])
+    s = next(s for n, p, s in mb.CASES if n == "put_wave" and p == {"m": 8, "n": 2048, "last": True})
+    sim = _spans(simulate(s, load_topology("h100-loopback", world=1), "h100", record=True).records)
+    assert sim == pytest.approx((row["put_span_us"]["sim"], row["span_us"]["sim"]), rel=1e-12)

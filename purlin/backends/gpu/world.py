@@ -309,15 +309,18 @@ class World(Collectives):
     def _launchers(self) -> list[Launcher]:
         raise NotImplementedError
 
-    def trace(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None) -> list:
+    def trace(self, what: Collective | Schedule, inputs, outputs=None, *, policy=None,
+              verify: bool = True) -> list:
         """Run once with a timestamp (``%globaltimer``) at the start and end of every
         instruction; returns :class:`purlin.trace.OpRecord` tuples in microseconds from
         the first instruction's start, the same form as the simulator's timeline. The
-        timer ticks in steps of about 1 us on some GPUs, so short instructions read 0 or 1."""
+        timer ticks in steps of about 1 us on some GPUs, so short instructions read 0 or 1.
+        ``verify`` as :meth:`run` (False for a Schedule that is no collective, such as a
+        calibration microbenchmark)."""
         from purlin.trace import OpRecord
         self._no_capture("trace a call")
         schedule = self._schedule(what, policy)
-        plan = self.prepare(schedule)
+        plan = self.prepare(schedule, verify)
         self.synchronize()
         bufs = {}
         for dev, (code, _, _) in plan.device_arrays.items():
@@ -325,7 +328,7 @@ class World(Collectives):
                 bufs[dev] = self.cp.zeros(2 * max(1, len(code)), self.cp.uint64)
         self._tracing = bufs
         try:
-            self.run(schedule, inputs, outputs)
+            self.run(schedule, inputs, outputs, verify=verify)
             self.synchronize()
         finally:
             self._tracing = None

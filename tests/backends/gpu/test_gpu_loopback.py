@@ -260,6 +260,26 @@ def test_trace_times_every_instruction(cp):
     assert 1.0 < span < 5000.0, span      # 16 MiB of copies on one H200: tens of us
 
 
+def test_trace_of_a_schedule_that_is_no_collective(cp):
+    # a calibration microbenchmark (one CTA reducing two 64 KiB sources into one block) is
+    # no collective: verify refuses it, and trace(verify=False) runs it as run(verify=False)
+    from purlin.errors import ScheduleError
+    from purlin.sim import microbench as mb
+    from purlin.snac.ir import Reduce
+    _, _, s = next(x for x in mb.CASES if x[:2] == ("reduce_ops", {"k": 1, "n": 65536, "m": 2}))
+    c = s.collective
+    w = world(1)
+    x = cp.ones(c.input.nbytes(0) // 4, dtype=cp.float32).view(cp.uint8)
+    outs = [cp.zeros(c.output.nbytes(0), cp.uint8)]
+    with pytest.raises(ScheduleError, match="holds reduce"):
+        w.trace(s, [x], outs)
+    recs = w.trace(s, [x], outs, verify=False)
+    assert len(recs) == sum(len(p.instrs) for p in s.programs)
+    reduced = sum(r.nbytes for r in recs if r.kind == "Reduce")
+    assert reduced == sum(i.nbytes for p in s.programs for i in p.instrs if isinstance(i, Reduce)) == 65536
+    assert bool((outs[0].view(cp.float32) == 2.0).all())   # 1 + 1, every element
+
+
 def test_torch_tensors_and_library_api(cp):
     torch = pytest.importorskip("torch")
     w = world(4)
