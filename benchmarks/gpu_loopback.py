@@ -86,7 +86,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default="h200-loopback.json")
     ap.add_argument("--large-mib", type=int, default=64)
     ap.add_argument("--sweep", default="8K,64K,512K,4M,32M")
+    ap.add_argument("--atoms", default="sm", help="Atoms of the large direct configs (copy collectives "
+                    "also try the others given: sm,tma)")
+    ap.add_argument("--large-only", action="store_true", help="only the large points (no AR 8 KiB, no sweep)")
+    ap.add_argument("--collectives", default=None, help="comma list for the large points (default: the seven)")
     args = ap.parse_args(argv)
+    atoms = args.atoms.split(",")
+    if "sm" not in atoms or not set(atoms) <= {"sm", "tma", "ce"}:
+        ap.error(f"--atoms {args.atoms}: a comma list of sm, tma, ce that holds sm")
     cp = cupy()
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
@@ -110,7 +117,7 @@ def main(argv=None) -> dict:
 
     # ---- large: the seven at >= 64 MiB per rank ----
     summary_large = {}
-    for name in library.PURLIN_SEVEN:
+    for name in args.collectives.split(",") if args.collectives else library.PURLIN_SEVEN:
         c = library.from_size(name, W, per_rank_size(name, per_rank), "fp32", seed=1)
         ins, outs = buffers(cp, c)
         need = least_traffic(c)
@@ -129,6 +136,8 @@ def main(argv=None) -> dict:
                 else:
                     chunk = max(64 * KiB, work // (ctas * div) // 4096 * 4096)
                     pol = Policy(regime="direct", put_ctas=ctas, consumer_ctas=1, chunk_nbytes=chunk)
+                    for atom in (a for a in atoms if a != "sm"):
+                        configs[f"direct/{atom}/ctas={ctas}/chunk={chunk}"] = pol.with_(atom=atom)
                 configs[f"direct/ctas={ctas}/chunk={chunk}"] = pol
         for key, pol in configs.items():
             try:
@@ -160,6 +169,15 @@ def main(argv=None) -> dict:
                                "input_per_rank_max": max(c.input.nbytes(r) for r in range(W))}
         print(f"{name:18s} W={W} best {best[0] if best else 0:.3f} x roofline "
               f"({best[2] if best else 0:.0f} us, ideal {ideal_us:.0f} us, {best[1] if best else '-'})")
+
+    if args.large_only:
+        worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])
+        doc["summary"] = {"loopback_large_vs_roofline": worst[1]["vs_roofline"], "loopback_large_worst": worst[0],
+                          "loopback_large_by_collective": summary_large, "memcpy_gbps": memcpy_bw,
+                          "large_input_per_rank_bytes": per_rank, "atoms": atoms,
+                          "torch_sum_vs_roofline": torch_sum["vs_roofline"] if torch_sum else None}
+        print(f"summary: large worst {worst[0]} {worst[1]['vs_roofline']:.3f} x roofline -> {write(args.out, doc)}")
+        return doc
 
     # ---- AllReduce W=8, 8 KiB: per call in a graph of 128 calls ----
     c = library.all_reduce(W, 8 * KiB, "fp32")
