@@ -90,6 +90,7 @@ def main(argv=None) -> dict:
                     "also try the others given: sm,tma)")
     ap.add_argument("--large-only", action="store_true", help="only the large points (no AR 8 KiB, no sweep)")
     ap.add_argument("--collectives", default=None, help="comma list for the large points (default: the seven)")
+    ap.add_argument("--divs", default="1,2,4", help="chunks per CTA's share of the large direct configs")
     args = ap.parse_args(argv)
     atoms = args.atoms.split(",")
     if "sm" not in atoms or not set(atoms) <= {"sm", "tma", "ce"}:
@@ -126,7 +127,7 @@ def main(argv=None) -> dict:
         configs = {"auto": None}
         # direct (zero-copy) with the whole CTA budget on the one role it uses, and half
         for ctas in (budget - 1, max(1, budget // 2)):
-            for div in (1, 2, 4):
+            for div in map(int, args.divs.split(",")):
                 work = max(c.input.nbytes(r) for r in range(W))
                 if c.is_reduce:
                     chunk = max(64 * KiB, work // (W * ctas * div) // 4096 * 4096)
