@@ -208,9 +208,10 @@ class _Context:
         return got
 
     def _shapes(self, instrs: tuple, rank: int, light: bool) -> tuple:
-        """:func:`_shape` of each instruction, the commonest kinds of a rack's direct plan
-        (Waits, Notifies, Copies to a few Refs) written out here: the same tuples, without
-        a call or two per instruction (a 576-rank AllToAll has 1.3 M of them)."""
+        """What the engine's timing of each of ``instrs`` on rank ``rank`` depends on: ranks
+        relative to it, and of offsets only what the engine charges for
+        (:mod:`purlin.sim.tails`). One loop with every kind written out, not a call or two
+        per instruction (a 576-rank AllToAll has 1.3 M of them)."""
         w = self.w
         if light:
             get = None
@@ -223,26 +224,35 @@ class _Context:
         add = out.append
         for ins in instrs:
             t = type(ins)
-            if t is Wait and get is not None:
+            if t is Wait:   # who sets each flag: its writers, relative to the waiter
                 sigs = ins.signals
-                add((4, ins.value, (get(sigs[0], ()),) if len(sigs) == 1 else tuple(map(get, sigs, repeat(())))))
-            elif t is Notify:
+                if get is None:
+                    add((4, ins.value, len(sigs)))
+                else:
+                    add((4, ins.value, (get(sigs[0], ()),) if len(sigs) == 1 else tuple(map(get, sigs, repeat(())))))
+            elif t is Notify:   # which signal it sets is the waiter's affair (above)
                 add((3, tuple([(q - rank) % w for q in ins.peers]), ins.value))
-            elif t is Copy and type(ins.dsts) is tuple and len(ins.dsts) <= _WIDE:
-                src = ins.src
-                add((0, ((src.rank - rank) % w, src.buffer, tails.grid(src)),
-                     tuple([((r.rank - rank) % w, r.buffer, tails.grid(r)) for r in ins.dsts]),
+            elif t is Copy:
+                dsts = ins.dsts
+                add((0, _ref(ins.src, rank, w),
+                     tuple([((r.rank - rank) % w, r.buffer, tails.grid(r)) for r in dsts])
+                     if len(dsts) <= _WIDE else _refs(dsts, rank, w),
                      ins.nbytes, ins.atom, tails.aligns_first(ins, cal)))
+            elif t is Reduce:
+                add((1, _refs(ins.srcs, rank, w), _refs(ins.dsts, rank, w), ins.nbytes, ins.atom))
+            elif t is PutPackets:   # where the put lands is the reader's affair: window_puts
+                add((2, _ref(ins.src, rank, w), (ins.dst.rank - rank) % w, ins.nbytes, ins.value))
+            elif t is WaitPackets:
+                if ins.src.rank != rank:   # a remote window gets no mirrored puts: never periodic
+                    add((7, object()))
+                elif light:
+                    add((5, ins.nbytes, ins.value))
+                else:
+                    lo = ins.src.offset
+                    add((5, ins.nbytes, ins.value, self.window_puts(rank, lo, lo + ins.nbytes, ins.value)))
             else:
-                add(_shape(ins, rank, self, light))
+                add((6, repr(ins)))
         return tuple(out)
-
-    def flag_writers(self, rank: int, signals: tuple) -> tuple:
-        """Who writes each of ``signals`` on ``rank``, relative to it (one dictionary
-        lookup a signal: a rack's wide Waits name hundreds of thousands)."""
-        if self._writers is None:
-            self._index()
-        return tuple(map(self._writers[rank].get, signals, repeat(())))
 
     def window_puts(self, rank: int, lo: int, hi: int, tag: int) -> tuple:
         if self._puts is None:
@@ -289,31 +299,8 @@ _GRID = [16 if m == 0 else 4 if m % 4 == 0 else 2 if m % 2 == 0 else 1 for m in 
 
 
 def _shape(ins, p: int, ctx: _Context, light: bool = False) -> tuple:
-    """What the engine's timing of ``ins`` on rank ``p`` depends on: ranks relative to
-    ``p``, and of offsets only what the engine charges for (:mod:`purlin.sim.tails`)."""
-    w = ctx.w
-    t = type(ins)
-    if t is Copy:
-        return (0, _ref(ins.src, p, w), _refs(ins.dsts, p, w), ins.nbytes, ins.atom,
-                tails.aligns_first(ins, ctx.cal))
-    if t is Reduce:
-        return (1, _refs(ins.srcs, p, w), _refs(ins.dsts, p, w), ins.nbytes, ins.atom)
-    if t is PutPackets:   # where the put lands is the reader's affair: window_puts
-        return (2, _ref(ins.src, p, w), (ins.dst.rank - p) % w, ins.nbytes, ins.value)
-    if t is Notify:       # which signal it sets is the waiter's affair: flag_writers
-        return (3, tuple((q - p) % w for q in ins.peers), ins.value)
-    if t is Wait:
-        if light:
-            return (4, ins.value, len(ins.signals))
-        return (4, ins.value, ctx.flag_writers(p, ins.signals))
-    if t is WaitPackets:
-        if ins.src.rank != p:   # a remote window gets no mirrored puts: never periodic
-            return (7, object())
-        if light:
-            return (5, ins.nbytes, ins.value)
-        lo = ins.src.offset
-        return (5, ins.nbytes, ins.value, ctx.window_puts(p, lo, lo + ins.nbytes, ins.value))
-    return (6, repr(ins))
+    """The shape of one instruction on rank ``p`` (:meth:`_Context._shapes`)."""
+    return ctx._shapes((ins,), p, light)[0]
 
 
 def _programs_periodic(s: Schedule, index: dict, d: int, ctx: _Context) -> bool:

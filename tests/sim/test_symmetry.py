@@ -226,8 +226,8 @@ def test_wide_refs_compare_as_their_refs_do(a, p, d, change, at):
 
 @pytest.mark.parametrize("topo_name, name, size, policy, period", CASES)
 def test_a_programs_shape_is_the_shape_of_each_instruction(topo_name, name, size, policy, period):
-    """The written-out loop of ``_Context._shapes`` (Waits, Notifies, Copies to a few Refs)
-    gives, light and full, the tuples :func:`_shape` gives instruction by instruction."""
+    """A program's shape (``_Context._shapes``, one loop over its instructions) is, light
+    and full, the shapes of its instructions one by one (:func:`_shape`)."""
     from purlin.sim.symmetry import _Context, _shape
     topo = _topology(topo_name)
     s = plan(library.from_size(name, topo.world, size), topo, policy, check=False)
