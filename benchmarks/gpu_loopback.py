@@ -95,10 +95,16 @@ def main(argv=None) -> dict:
     atoms = args.atoms.split(",")
     if "sm" not in atoms or not set(atoms) <= {"sm", "tma", "ce"}:
         ap.error(f"--atoms {args.atoms}: a comma list of sm, tma, ce that holds sm")
+    divs = [int(x) for x in args.divs.split(",") if x.isdigit() and int(x) > 0]
+    if not divs or len(divs) != len(args.divs.split(",")):
+        ap.error(f"--divs {args.divs}: a comma list of whole numbers >= 1, e.g. 1,2,4")
+    from purlin.spec import library
+    names = args.collectives.split(",") if args.collectives else list(library.PURLIN_SEVEN)
+    if not set(names) <= set(library.PURLIN_SEVEN):
+        ap.error(f"--collectives {args.collectives}: a comma list of {', '.join(library.PURLIN_SEVEN)}")
     cp = cupy()
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
-    from purlin.spec import library
     world = LoopbackWorld(W)
     doc = header("PYTHONPATH=. python3 benchmarks/gpu_loopback.py " + " ".join(argv or sys.argv[1:]))
     raw = doc["raw"] = {"memcpy": {}, "large": {}, "ar8_8KiB": {}, "sweep": {}}
@@ -118,7 +124,7 @@ def main(argv=None) -> dict:
 
     # ---- large: the seven at >= 64 MiB per rank ----
     summary_large = {}
-    for name in args.collectives.split(",") if args.collectives else library.PURLIN_SEVEN:
+    for name in names:
         c = library.from_size(name, W, per_rank_size(name, per_rank), "fp32", seed=1)
         ins, outs = buffers(cp, c)
         need = least_traffic(c)
@@ -127,7 +133,7 @@ def main(argv=None) -> dict:
         configs = {"auto": None}
         # direct (zero-copy) with the whole CTA budget on the one role it uses, and half
         for ctas in (budget - 1, max(1, budget // 2)):
-            for div in map(int, args.divs.split(",")):
+            for div in divs:
                 work = max(c.input.nbytes(r) for r in range(W))
                 if c.is_reduce:
                     chunk = max(64 * KiB, work // (W * ctas * div) // 4096 * 4096)
@@ -171,12 +177,19 @@ def main(argv=None) -> dict:
         print(f"{name:18s} W={W} best {best[0] if best else 0:.3f} x roofline "
               f"({best[2] if best else 0:.0f} us, ideal {ideal_us:.0f} us, {best[1] if best else '-'})")
 
+    worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])
+    doc["summary"] = summary = {
+        "loopback_large_vs_roofline": worst[1]["vs_roofline"],
+        "loopback_large_worst": worst[0],
+        "loopback_large_by_collective": summary_large,
+        "memcpy_gbps": memcpy_bw,
+        "large_input_per_rank_bytes": per_rank,
+        "atoms": atoms,
+        "torch_sum_vs_roofline": torch_sum["vs_roofline"] if torch_sum else None,
+        "targets": {"loopback_large_vs_roofline": ">= 0.92 (issue 17)", "loopback_ar8_8KiB_us": "<= 6",
+                    "reductions": ">= torch_sum_vs_roofline"},
+    }
     if args.large_only:
-        worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])
-        doc["summary"] = {"loopback_large_vs_roofline": worst[1]["vs_roofline"], "loopback_large_worst": worst[0],
-                          "loopback_large_by_collective": summary_large, "memcpy_gbps": memcpy_bw,
-                          "large_input_per_rank_bytes": per_rank, "atoms": atoms,
-                          "torch_sum_vs_roofline": torch_sum["vs_roofline"] if torch_sum else None}
         print(f"summary: large worst {worst[0]} {worst[1]['vs_roofline']:.3f} x roofline -> {write(args.out, doc)}")
         return doc
 
@@ -247,19 +260,8 @@ def main(argv=None) -> dict:
         tables.append(nccl_table(rows, f"{name} W={W} loopback (one {doc['machine'].get('gpu', 'GPU')}), auto policy"))
         print(tables[-1])
 
-    worst = min(summary_large.items(), key=lambda kv: kv[1]["vs_roofline"])
-    doc["summary"] = {
-        "loopback_large_vs_roofline": worst[1]["vs_roofline"],
-        "loopback_large_worst": worst[0],
-        "loopback_large_by_collective": summary_large,
-        "loopback_ar8_8KiB_us": best_lat[0] if best_lat else None,
-        "loopback_ar8_8KiB_config": best_lat[1] if best_lat else None,
-        "memcpy_gbps": memcpy_bw,
-        "large_input_per_rank_bytes": per_rank,
-        "torch_sum_vs_roofline": torch_sum["vs_roofline"] if torch_sum else None,
-        "targets": {"loopback_large_vs_roofline": ">= 0.92 (issue 17)", "loopback_ar8_8KiB_us": "<= 6",
-                    "reductions": ">= torch_sum_vs_roofline"},
-    }
+    summary["loopback_ar8_8KiB_us"] = best_lat[0] if best_lat else None
+    summary["loopback_ar8_8KiB_config"] = best_lat[1] if best_lat else None
     doc["tables"] = tables
     path = write(args.out, doc)
     print(f"summary: large worst {worst[0]} {worst[1]['vs_roofline']:.3f} x roofline; "
