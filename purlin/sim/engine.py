@@ -44,6 +44,13 @@ one, so exact settles cost seconds a point; the windows move a prediction by a f
 a percent, mostly to a later time (measured against ``exact=True``:
 ``benchmarks/results/sim_coalesce.json``).
 
+Where settles would be coalesced and no resource saturates softly, a call is first run
+*quiet* (:mod:`purlin.sim.quiet`): a data instruction sleeps through its start-up and
+``nbytes / cap`` with no fluid model, no timer and no wake-up, while
+:class:`~purlin.sim.quiet.QuietLoad` checks that no resource ever fills (max-min fairness
+then keeps every flow at its cap: the fluid model's timing). Where one would, the call
+runs again with the fluid model from the start.
+
 Without a timeline, a rank-periodic call (:mod:`purlin.sim.symmetry`) runs only its
 representative ranks: their flows load orbit resources for all, and each flag or put a
 representative sends stands for the one its rotated writer lands on a representative.
@@ -66,6 +73,7 @@ from purlin.sim.fluid import TIME_EPS_US, FluidModel
 from purlin.sim.checks import check_args
 from purlin.sim.packets import (Overlapping, PacketEvents, PacketTimes, fused_positions, put_windows,
                                 uses_packets)
+from purlin.sim.quiet import Contended, QuietLoad
 from purlin.sim.result import SimResult
 from purlin.sim.symmetry import Quotient, quotient
 from purlin.snac.bind import bind_topology
@@ -121,8 +129,9 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
         rank-periodic (:mod:`purlin.sim.symmetry`; the same answer, ``stats["period"]``
         says which); False runs every rank.
     exact : bool
-        Settle the rates at every change, also in a call of thousands of CTAs (slower at
-        rack scale; ``stats["coalesced"]`` counts the settles that waited for a window).
+        Settle the rates at every change, also in a call of thousands of CTAs, and never
+        run it quiet (slower at rack scale; ``stats["coalesced"]`` counts the settles that
+        waited for a window, ``stats["quiet"]`` says whether the call ran quiet).
 
     Returns
     -------
@@ -167,13 +176,16 @@ def simulate(schedule: Schedule, topology: Topology | str | None = None,
 
 def _go(schedule: Schedule, topo: Topology, cal: Calibration, record: bool, fabric: Fabric,
         q: Quotient | None, exact: bool = False) -> "_Run":
-    try:
-        run = _Run(schedule, topo, cal, record, PacketTimes, fabric, q, exact)
-        run.go()
-    except Overlapping:   # puts of one tag overlap: land packets event by event
-        run = _Run(schedule, topo, cal, record, PacketEvents, fabric, q, exact)
-        run.go()
-    return run
+    packets, quiet = PacketTimes, True
+    while True:
+        try:
+            run = _Run(schedule, topo, cal, record, packets, fabric, q, exact, quiet)
+            run.go()
+            return run
+        except Overlapping:   # puts of one tag overlap: land packets event by event
+            packets = PacketEvents
+        except Contended:     # a resource filled: the fluid model decides the rates
+            quiet = False
 
 
 def _calibration(topo: Topology, calibration: Calibration | str | None) -> Calibration:
@@ -208,7 +220,7 @@ class _Run:
 
     def __init__(self, schedule: Schedule, topology: Topology, cal: Calibration,
                  record: bool, packets: type = PacketTimes, fabric: Fabric | None = None,
-                 q: Quotient | None = None, exact: bool = False) -> None:
+                 q: Quotient | None = None, exact: bool = False, quiet: bool = False) -> None:
         self.schedule, self.topology, self.cal, self.record = schedule, topology, cal, record
         self.coalesced = 0   # settles that waited for their window
         self.clock = Clock()
@@ -237,6 +249,10 @@ class _Run:
         self._settle_pending = False
         self._gen = 0
         self._timer_at = float("inf")
+        # where settles would be coalesced and no resource is soft, first try the call
+        # with every flow at its cap (purlin.sim.quiet: checked as it runs)
+        self.quiet = (QuietLoad(self.fabric.capacities_Bpus)
+                      if quiet and self.coalesce and not (self.fabric.knees > 0).any() else None)
 
     # ---- driving the CTAs -------------------------------------------------------------
     def _resume(self, c: _Cta) -> None:
@@ -373,6 +389,7 @@ class _Run:
         rec = self.records.append if self.record else None
         fused_at = fused_positions(instrs)
         q = self.q
+        quiet = self.quiet
         yield start_us
         run = 0   # consecutive PutPackets so far: a batch of them pays one start
         sig_batch = max(1, int(cal.signal_batch))
@@ -462,8 +479,12 @@ class _Run:
                 if fused:   # its start-up (and first packet loads) ran while it waited
                     pre = max(0.0, pre - (clock.now - fused_since))
                 pre += crowd   # crowded polls are slower: waiting does not hide them
-                clock.at(pre, self._begin_flow, (spec, ins.nbytes, c, pkt))
-                yield None
+                if quiet is None:
+                    clock.at(pre, self._begin_flow, (spec, ins.nbytes, c, pkt))
+                    yield None
+                else:   # a quiet run: at its cap from its start on (QuietLoad checks it)
+                    yield self._quiet_begin(spec, pre, ins.nbytes, pkt) - clock.now
+                    self._quiet_end(spec, ins.nbytes, pkt)
                 for w in fused:   # a read checking tags cannot end before its last packet lands
                     if not self.packets.ready(c, w, whole=True):
                         yield None
@@ -498,6 +519,31 @@ class _Run:
         if clock.now > self.end_us:
             self.end_us = clock.now
 
+    def _quiet_begin(self, spec: FlowSpec, pre: float, nbytes: int, pkt: tuple | None) -> float:
+        """A data instruction of a quiet run starts ``pre`` from now, as :meth:`_begin_flow`
+        would start it where every flow keeps its cap; returns when it ends (the CTA
+        sleeps until then, then :meth:`_quiet_end`)."""
+        start = self.clock.now + pre
+        if nbytes <= 0:
+            return start
+        end = start + nbytes / spec.cap_Bpus
+        self.quiet.begin(spec, nbytes, start, end)   # Contended where it shares a resource
+        if pkt is not None:   # a fused reader may start on the first packets
+            self.packets.begin(pkt, start + spec.post_us, self.clock.draw())
+        self.flows += 1
+        return end
+
+    def _quiet_end(self, spec: FlowSpec, nbytes: int, pkt: tuple | None) -> None:
+        """:meth:`_end_flow` of a quiet run (the CTA goes on by itself)."""
+        now = self.clock.now
+        if nbytes > 0:
+            self.quiet.end(spec)
+            self.quiet.maybe_check(now)
+        if pkt is not None:
+            self.packets.end(pkt, now + spec.post_us, self.clock.draw())
+        elif now + spec.post_us > self.last_store_us:
+            self.last_store_us = now + spec.post_us
+
     def go(self) -> None:
         # one launch per GPU; its CTAs start one after another (in (rank, cta) order, as
         # the executor's grid lists them), launch_per_cta_us apart
@@ -512,6 +558,9 @@ class _Run:
                 self.ctas.append(c)
                 self.clock.at(0.0, self._resume, c)
         self.clock.run()
+        if self.quiet is not None:
+            self.quiet.check(float("inf"))   # Contended where flows shared a resource
+            self.model.bytes_on += self.quiet.bytes_on
         stuck = sorted((c.prog.rank, c.prog.cta) for c in self.ctas if c.pc >= 0)
         if stuck:
             raise Deadlock(self._explain(stuck))
@@ -556,6 +605,7 @@ class _Run:
                  "recomputes": self.model.recomputes, "coalesced": self.coalesced,
                  "instructions": sum(len(p.instrs) for p in self.schedule.programs),
                  "period": self.q.period if self.q is not None else self.schedule.world,
+                 "quiet": self.quiet is not None,
                  "events_per_s": events / wall_s if wall_s > 0 else 0.0}
         return SimResult(schedule=self.schedule, topology=self.topology.name,
                          gpu_kind=self.cal.gpu_kind, calibration=self.cal.path,

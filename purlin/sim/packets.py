@@ -33,6 +33,10 @@ class PacketTimes:
         self.clock, self.wake = clock, wake
         self.starts: dict[tuple[int, int], list[int]] = {}
         self.pieces: dict[tuple[int, int], list[list]] = {}
+        # each piece by its start, per (rank, tag), while every piece there moves bytes
+        # (starts are then distinct): a put's end, and a window that begins a piece, are
+        # found without a bisect; None once an empty piece came (the bisects decide)
+        self.by_lo: dict[tuple[int, int], dict[int, list] | None] = {}
         self.gaps: dict[tuple[int, int], tuple[list[int], list[tuple]]] = {}   # by byte
 
     def begin(self, pkt: tuple, t: float, seq: int) -> None:
@@ -48,21 +52,31 @@ class PacketTimes:
     def _file(self, pkt: tuple, t: float, seq: int, whole: tuple | None) -> None:
         rank, lo, n, tag = pkt
         key = (rank, tag)
+        index = self.by_lo.get(key, False)
+        if index and whole is not None:
+            p = index.get(lo)
+            if p is not None and p[1] == lo + n:   # the end of a put that began
+                self._ended(p, whole)
+                return
         starts = self.starts.setdefault(key, [])
         pieces = self.pieces.setdefault(key, [])
         j = bisect.bisect_left(starts, lo)
         if j < len(starts) and starts[j] == lo and pieces[j][1] == lo + n and whole is not None:
-            p = pieces[j]                          # the end of a put that began
-            p[4], p[5] = whole
-            waiting, p[6] = p[6], None
-            for c, w, wh in waiting or ():
-                self._retry(c, w, wh)
+            self._ended(pieces[j], whole)          # the end of a put that began
             return
         if (j < len(starts) and starts[j] < lo + n) or (j > 0 and pieces[j - 1][1] > lo):
             raise Overlapping(key)
         tw, sw = whole if whole is not None else (INF, 0)
+        p = [lo, lo + n, t, seq, tw, sw, None]
         starts.insert(j, lo)
-        pieces.insert(j, [lo, lo + n, t, seq, tw, sw, None])
+        pieces.insert(j, p)
+        if index is not None:
+            if n <= 0:
+                self.by_lo[key] = None
+            elif index is False:
+                self.by_lo[key] = {lo: p}
+            else:
+                index[lo] = p
         gap = self.gaps.get(key)
         if gap:
             at, who = gap
@@ -72,6 +86,12 @@ class PacketTimes:
                 del at[a:b], who[a:b]
                 for c, w, wh in retry:
                     self._retry(c, w, wh)
+
+    def _ended(self, p: list, whole: tuple) -> None:
+        p[4], p[5] = whole
+        waiting, p[6] = p[6], None
+        for c, w, wh in waiting or ():
+            self._retry(c, w, wh)
 
     def ready(self, c: Any, w: tuple[int, int, int, int], whole: bool) -> bool:
         """Whether window ``w`` = (rank, lo, hi, tag) has landed for ``c`` now (``whole``:
@@ -105,6 +125,12 @@ class PacketTimes:
         if piece p of it has not ended; ("gap", byte, 0) if that byte is in no put."""
         rank, lo, hi, tag = w
         key = (rank, tag)
+        index = self.by_lo.get(key)
+        if index and lo < hi:
+            p = index.get(lo)
+            if p is not None and p[1] >= hi:   # the window lies in the piece it begins
+                at = (p[4], p[5]) if whole else (p[2], p[3])
+                return ("piece", p, 0) if at[0] == INF else ("at", at[0], at[1])
         starts = self.starts.get(key)
         pieces = self.pieces.get(key)
         j = bisect.bisect_right(starts, lo) - 1 if starts else -1

@@ -46,7 +46,9 @@ class SimResult:
         included; HBM reads and writes together), busy_fraction = bytes / (capacity x
         time_us), the mean load over the call.
     stats : dict
-        Engine figures: wall_s, events, flows, recomputes, instructions, events_per_s.
+        Engine figures: wall_s, events, flows, recomputes, coalesced, instructions,
+        period (the ranks simulated per class), quiet (every flow timed at its cap,
+        :mod:`purlin.sim.quiet`), events_per_s.
     """
 
     schedule: Schedule

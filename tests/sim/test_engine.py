@@ -340,6 +340,29 @@ def test_packet_landing_times_equal_landing_events(name):
     assert times[0] == times[1]
 
 
+def test_a_piece_found_by_its_start_answers_as_the_scan_does():
+    """PacketTimes finds a put's end, and a window that begins a piece, by the piece's
+    start while no piece of that rank and tag is empty (then starts are distinct); every
+    other window, and every window once an empty put came, is scanned."""
+    from types import SimpleNamespace
+    from purlin.sim.packets import PacketTimes
+    pt = PacketTimes(SimpleNamespace(now=0.0), lambda c: None)
+    pt.begin((1, 0, 64, 7), 1.0, 1)
+    pt.begin((1, 64, 32, 7), 2.0, 2)
+    pt.end((1, 0, 64, 7), 3.0, 3)
+    assert pt._when((1, 0, 64, 7), True) == ("at", 3.0, 3)
+    assert pt._when((1, 0, 32, 7), False) == ("at", 1.0, 1)
+    kind, piece, _ = pt._when((1, 64, 96, 7), True)
+    assert kind == "piece" and piece[:2] == [64, 96]
+    assert pt._when((1, 0, 96, 7), False) == ("at", 2.0, 2)   # two pieces: the later landing
+    assert pt._when((1, 96, 100, 7), False) == ("gap", 96, 0)
+    pt.end((1, 96, 0, 7), 4.0, 4)                             # an empty put
+    assert pt.by_lo[(1, 7)] is None
+    pt.end((1, 64, 32, 7), 5.0, 5)
+    assert pt._when((1, 64, 96, 7), True) == ("at", 5.0, 5)
+    assert pt._when((1, 0, 96, 7), True) == ("at", 5.0, 5)
+
+
 def test_overlapping_puts_of_one_tag_fall_back_to_landing_events(cal):
     """Two puts write the same window with one tag (the IR never does): the engine lands
     packets event by event instead, and the reader still waits for both."""
