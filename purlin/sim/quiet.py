@@ -31,6 +31,10 @@ MARGIN = 1e-6
 TRIP = 1.5
 """... or, at once, where the flows issued and not yet ended ask for more than ``TRIP``
 times it (a count that runs ahead of the flows moving, see :class:`QuietLoad`)."""
+WIDE = 8
+"""A flow crossing more resources than this (a switch reduction reads every source's
+memory and link: 1,152 of them at 576 ranks) ends a quiet run: the sweep would keep an
+entry per resource, and such calls move bulk data through the switch."""
 CHECK_EVERY = 4096
 """Flows issued between two sweeps of what the flows moving asked (the first sweeps come
 sooner: after 64 flows, then twice as many each time up to this)."""
@@ -100,6 +104,8 @@ class QuietLoad:
         cap = spec.cap_Bpus
         if cap == float("inf"):
             raise Contended("an uncapped flow shares whatever it crosses")
+        if len(spec.resources) > WIDE:
+            raise Contended(f"a flow crosses {len(spec.resources)} resources (more than {WIDE})")
         used, trip, on = self.used, self.trip, self._on
         k = 0
         for r, w in zip(spec.resources, spec.weights):

@@ -5,7 +5,7 @@ import pytest
 
 from purlin.sim import engine, simulate
 from purlin.sim.fabric import FlowSpec
-from purlin.sim.quiet import MARGIN, TRIP, Contended, QuietLoad
+from purlin.sim.quiet import MARGIN, TRIP, WIDE, Contended, QuietLoad
 from purlin.snac import plan
 from purlin.spec import library
 from purlin.topology import load_topology, minimal
@@ -70,6 +70,13 @@ def test_a_sweep_keeps_the_flows_still_moving_for_the_next():
 def test_an_uncapped_flow_is_never_quiet():
     with pytest.raises(Contended, match="uncapped"):
         QuietLoad([100.0]).begin(_spec(INF, 0), 10, 0.0, 0.0)
+
+
+def test_a_flow_wider_than_a_few_resources_ends_a_quiet_run():
+    load = QuietLoad([1e9] * (WIDE + 1))
+    load.begin(_spec(1.0, *range(WIDE)), 10, 0.0, 10.0)
+    with pytest.raises(Contended, match=f"crosses {WIDE + 1} resources"):
+        load.begin(_spec(1.0, *range(WIDE + 1)), 10, 0.0, 10.0)
 
 
 # ---- the engine ----------------------------------------------------------------------
