@@ -81,6 +81,7 @@ class QuietLoad:
 
     def __init__(self, capacities_Bpus: Sequence[float]) -> None:
         self.capacity = [float(x) for x in capacities_Bpus]
+        self._full = np.asarray(self.capacity) * (1.0 - MARGIN)   # what a sweep allows
         self.trip = [x * TRIP for x in self.capacity]
         self.used = [0.0] * len(self.capacity)
         self._on = [0.0] * (len(self.capacity) + 1)   # as FluidModel.bytes_on (and its dummy)
@@ -107,14 +108,13 @@ class QuietLoad:
         if len(spec.resources) > WIDE:
             raise Contended(f"a flow crosses {len(spec.resources)} resources (more than {WIDE})")
         used, trip, on = self.used, self.trip, self._on
-        k = 0
         for r, w in zip(spec.resources, spec.weights):
             u = used[r] + w * cap
             if u > trip[r]:
                 raise Contended(f"resource {r}: flows issued ask {u:.6g} of its {self.capacity[r]:.6g} B/us")
             used[r] = u
             on[r] += w * nbytes
-            k += 1
+        k = len(spec.resources)
         self._r.extend(spec.resources)
         self._d.extend([w * cap for w in spec.weights])
         self._t0.extend([start] * k)
@@ -153,12 +153,11 @@ class QuietLoad:
         level = np.cumsum(np.concatenate([d, -d]).take(order))
         head = np.flatnonzero(np.r_[True, rr[1:] != rr[:-1]])
         level -= np.repeat(np.r_[0.0, level][head], np.diff(np.r_[head, len(rr)]))
-        cap = np.asarray(self.capacity).take(rr)
-        over = np.flatnonzero(up & (tt >= self._since) & (tt < now) & (level > cap * (1.0 - MARGIN)))
+        over = np.flatnonzero(up & (tt >= self._since) & (tt < now) & (level > self._full.take(rr)))
         if len(over):
             j = over[0]
             raise Contended(f"resource {rr[j]}: flows moving at t={tt[j]:.6g} us ask "
-                            f"{level[j]:.6g} of its {cap[j]:.6g} B/us")
+                            f"{level[j]:.6g} of its {self.capacity[rr[j]]:.6g} B/us")
         keep = np.flatnonzero(t1 > now)   # the others no longer overlap what is unchecked
         self._r, self._d = array("q", r.take(keep).tobytes()), array("d", d.take(keep).tobytes())
         self._t0, self._t1 = array("d", t0.take(keep).tobytes()), array("d", t1.take(keep).tobytes())
