@@ -78,6 +78,13 @@ def main() -> None:
     ap.add_argument("--topologies", default="gb200-nvl72,rubin-nvl144")
     args = ap.parse_args()
     topologies = args.topologies.split(",")
+    from purlin.errors import PurlinError
+    from purlin.topology import load_topology
+    for name in topologies:   # a name that is no topology stops here, before any work
+        try:
+            load_topology(name)
+        except (PurlinError, OSError, ValueError) as e:
+            raise SystemExit(f"--topologies: {e}")
     with Pool(len(topologies)) as pool:
         rows = [r for rs in pool.map(curve, topologies) for r in rs]
     summary = summarize(rows)
