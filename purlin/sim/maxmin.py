@@ -31,6 +31,8 @@ import sys
 
 import numpy as np
 
+from purlin.sim.order import lex_order
+
 SAT_REL = 1e-9
 """A resource counts as saturated when its unused capacity is below this fraction."""
 _TIE = 1e-9
@@ -369,7 +371,7 @@ def _water_levels(idx, w, capacity, old_rate, new, touched) -> np.ndarray:
     add = np.bincount(grp[is_new], wt[is_new], minlength=ng)
     old = ~is_new
     grp, wt, x = grp[old], wt[old], old_rate.take(fl[old])
-    order = np.lexsort((x, grp))
+    order = lex_order((x, grp))
     grp, wt, x = grp.take(order), wt.take(order), x.take(order)
     held = np.bincount(grp, wt * x, minlength=ng)      # every old flow held at its rate
     cap_t = capacity.take(touched)
