@@ -484,7 +484,7 @@ class _Run:
                     yield None
                 else:   # a quiet run: at its cap from its start on (QuietLoad checks it)
                     yield self._quiet_begin(spec, pre, ins.nbytes, pkt) - clock.now
-                    self._quiet_end(spec, ins.nbytes, pkt)
+                    self._quiet_end(spec, pkt)
                 for w in fused:   # a read checking tags cannot end before its last packet lands
                     if not self.packets.ready(c, w, whole=True):
                         yield None
@@ -527,18 +527,16 @@ class _Run:
         if nbytes <= 0:
             return start
         end = start + nbytes / spec.cap_Bpus
-        self.quiet.begin(spec, nbytes, start, end)   # Contended where it shares a resource
+        self.quiet.begin(spec, nbytes, start, end)
+        self.quiet.maybe_check(self.clock.now)   # Contended where flows shared a resource
         if pkt is not None:   # a fused reader may start on the first packets
             self.packets.begin(pkt, start + spec.post_us, self.clock.draw())
         self.flows += 1
         return end
 
-    def _quiet_end(self, spec: FlowSpec, nbytes: int, pkt: tuple | None) -> None:
+    def _quiet_end(self, spec: FlowSpec, pkt: tuple | None) -> None:
         """:meth:`_end_flow` of a quiet run (the CTA goes on by itself)."""
         now = self.clock.now
-        if nbytes > 0:
-            self.quiet.end(spec)
-            self.quiet.maybe_check(now)
         if pkt is not None:
             self.packets.end(pkt, now + spec.post_us, self.clock.draw())
         elif now + spec.post_us > self.last_store_us:

@@ -31,7 +31,6 @@ def test_a_flow_ending_as_another_starts_shares_nothing():
     load = QuietLoad([100.0])
     a = _spec(60.0, 0)
     load.begin(a, 60, 0.0, 1.0)
-    load.end(a)
     load.begin(a, 60, 1.0, 2.0)
     load.check(INF)                           # no error: [0, 1) and [1, 2) do not overlap
 
@@ -48,14 +47,28 @@ def test_the_margin_is_stricter_than_the_fluid_models_saturation():
     room.check(INF)
 
 
-def test_issued_flows_past_the_trip_stop_the_run_at_once():
+def test_flows_issued_past_the_trip_stop_the_run_at_a_sweep_before_any_moves():
     load = QuietLoad([100.0])
     a = _spec(60.0, 0)
-    load.begin(a, 60, 0.0, 1.0)
-    load.begin(a, 60, 5.0, 6.0)               # not yet moving together, but issued: 120
-    with pytest.raises(Contended, match="flows issued ask 180 of its 100"):
-        load.begin(a, 60, 9.0, 10.0)
+    load.begin(a, 60, 1.0, 2.0)
+    load.begin(a, 60, 5.0, 6.0)               # not moving together, but issued and not ended
+    load.check(0.5)                           # 120 of 100: below the trip (150)
+    load.begin(a, 60, 9.0, 10.0)
+    with pytest.raises(Contended, match="resource 0: flows issued ask 180 of its 100"):
+        load.check(0.7)                       # nothing moves yet, and they are not 3 at once
     assert TRIP * 100.0 < 180.0
+    ended = QuietLoad([100.0])
+    for t in (1.0, 5.0, 9.0):
+        ended.begin(a, 60, t, t + 1.0)
+    ended.check(2.0)                          # the first ended: 120 still to come
+
+
+def test_the_load_each_resource_carried_is_summed_flow_by_flow():
+    load = QuietLoad([100.0, 100.0, 100.0])
+    load.begin(FlowSpec((2, 0), (0.1, 1.0), 10.0, 0.0, 0.0), 3, 0.0, 0.3)
+    load.begin(_spec(10.0, 2), 7, 1.0, 1.7)
+    load.begin(FlowSpec((2, 0), (0.1, 1.0), 10.0, 0.0, 0.0), 5, 2.0, 2.5)
+    assert load.bytes_on.tolist() == [3.0 + 5.0, 0.0, (0.1 * 3 + 7.0) + 0.1 * 5, 0.0]
 
 
 def test_a_sweep_keeps_the_flows_still_moving_for_the_next():
