@@ -169,7 +169,7 @@ class QuietLoad:
         ended by ``now`` ask for more than :data:`TRIP` times it; then forget the flows
         that ended before ``now``."""
         self._count = 0
-        if now <= self._since or not len(self._f):
+        if not len(self._f):
             return
         f = np.frombuffer(self._f, np.int64)
         T0, T1 = np.frombuffer(self._t0), np.frombuffer(self._t1)
@@ -182,6 +182,8 @@ class QuietLoad:
                 j = over[0]
                 raise Contended(f"resource {j}: flows issued ask {issued[j]:.6g} of its "
                                 f"{self.capacity[j]:.6g} B/us")
+        if now <= self._since:   # no instant to prove yet (flows issued at one time)
+            return
         # each resource's demand steps up at each start and down at each end; at one time
         # the ends go first (a flow ending then and one starting then do not overlap)
         rr, tt = np.concatenate([r, r]), np.concatenate([t0, t1])
