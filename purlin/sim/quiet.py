@@ -49,7 +49,7 @@ class QuietLoad:
     """What a quiet run's flows ask of each resource, checked against its capacity.
 
     A flow is kept as its spec's row, its bytes and its interval; a spec's resources and
-    demands (weight x cap) are tabled once, when it first comes. Every
+    demands (weight x cap) are tabled once, at the first sweep after it comes. Every
     :data:`CHECK_EVERY` flows (sooner at first) and once at the end, a sweep of the flows
     not yet swept away checks two things, each over the instants before the clock (a
     flow issued later starts no earlier than it, so those are final):
