@@ -37,6 +37,12 @@ checked against runs it was not made from, before the tables are searched again 
 measured. ``--baseline COMMIT`` adds the same rerank by that commit's code and calibration,
 run in the same command, and the ratios of today's figures over its.
 
+``--baseline-table FILE`` also runs, in every case, the policy that another table (the one
+before a re-search) gives at that case's size, as candidate ``baseline`` (or names the
+candidate that already has it): the summary's ``baseline`` is that table's share within
+5% and geometric mean over the same cases, measured in the same run, and the best of each
+case is the best of every candidate, the baseline's included.
+
 ``--dry-run`` plans every candidate here, checks each digest against the table, and prints
 the estimated device time (launch and graph overheads included) without a GPU.
 """
@@ -71,8 +77,9 @@ def calls_per_graph(predicted_us: float) -> int:
     return max(2, min(128, int(1000 / max(predicted_us, 1.0))))
 
 
-def cases(table: dict, worlds, names, rivals: int) -> list[dict]:
-    """One case per (world, collective, band): the size to run and its candidates."""
+def cases(table: dict, worlds, names, rivals: int, baseline: dict | None = None) -> list[dict]:
+    """One case per (world, collective, band): the size to run and its candidates (and
+    the ``baseline`` table's policy at that size, see :func:`add_baseline`)."""
     out = []
     loopback = table["topology"]
     for w in worlds:
@@ -91,7 +98,27 @@ def cases(table: dict, worlds, names, rivals: int) -> list[dict]:
                 out.append({"loopback": loopback, "world": w, "collective": name, "band": k, "band_nbytes": [band["min_nbytes"], band["max_nbytes"]],
                             "size": p["size"], "nbytes": p["nbytes"], "cta_budget": entry["cta_budget"],
                             "candidates": cands})
+                if baseline is not None:
+                    add_baseline(out[-1], baseline)
     return out
+
+
+def add_baseline(case: dict, baseline: dict) -> None:
+    """The ``baseline`` table's policy at the case's size: the label of the candidate that
+    has it already, or a new candidate ``baseline`` (planned and predicted with the rest)."""
+    from purlin.snac.tables import lookup
+    hit = lookup(baseline, case["collective"], None, case["world"], case["nbytes"])
+    if hit is None:
+        raise SystemExit(f"--baseline-table: no policy for {case['collective']} W={case['world']} "
+                         f"at {case['nbytes']} B")
+    policy = hit[0].to_dict()
+    from purlin.sim.codesign_bands import compact
+    same = next((c["label"] for c in case["candidates"] if compact(c["policy"]) == compact(policy)), None)
+    if same is None:
+        case["candidates"].append({"label": "baseline", "policy": compact(policy), "predicted_us": None,
+                                   "programs_digest": None})
+        same = "baseline"
+    case["baseline"] = same
 
 
 def plan_all(all_cases: list[dict], workers: int | None = None) -> list:
@@ -100,7 +127,26 @@ def plan_all(all_cases: list[dict], workers: int | None = None) -> list:
     import os
     from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as ex:
+        for case, got in zip(all_cases, ex.map(predict_baseline, all_cases)):
+            for cand in case["candidates"]:
+                if cand["label"] == "baseline":
+                    cand["programs_digest"], cand["predicted_us"] = got
         return list(ex.map(plan_case, all_cases))
+
+
+def predict_baseline(case: dict) -> tuple[str, float] | None:
+    """The digest and predicted time of a case's ``baseline`` candidate (one the table
+    did not search), as the search would have simulated it."""
+    from purlin.sim.codesign import evaluate
+    cand = next((c for c in case["candidates"] if c["label"] == "baseline"), None)
+    if cand is None:
+        return None
+    r = evaluate(loopback_of(case), case["world"], case["collective"], case["size"], cand["policy"], None,
+                 case["cta_budget"])
+    if "error" in r:
+        raise SystemExit(f"{case['collective']} W={case['world']} {case['size']} B: the baseline "
+                         f"table's policy does not plan: {r['error']}")
+    return r["programs_digest"], r["time_us"]
 
 
 def loopback_of(case: dict) -> str:
@@ -201,7 +247,7 @@ def measure(all_cases: list[dict], planned: list, rounds: int, replays: int, bud
 def summarize(done: list[dict]) -> dict:
     """The share within 5% and the geometric mean of pick / best, over cases whose pick
     ran correctly; per case, the measured order against the predicted one."""
-    ratios, per_case = [], {}
+    ratios, per_case, base_ratios = [], {}, []
     for case in done:
         ok = [c for c in case["candidates"] if "median_us" in c and c.get("wrong") in (0, -1)]
         pick = next((c for c in ok if c["label"] == "pick"), None)
@@ -218,12 +264,29 @@ def summarize(done: list[dict]) -> dict:
             "predicted_rank_of_winner": [c["label"] for c in case["candidates"]].index(best["label"]),
             "pick_predicted_us": pick["predicted_us"], "pick_measured_us": pick["median_us"],
             "winner_predicted_us": best["predicted_us"], "winner_measured_us": best["median_us"]}
+        base = next((c for c in ok if c["label"] == case.get("baseline")), None)
+        if base is not None:
+            per_case[f"{case['collective']}/W{case['world']}/band{case['band']}"]["baseline_over_best"] = \
+                base["median_us"] / best["median_us"]
+            base_ratios.append((ratio, base["median_us"] / best["median_us"]))
+    out = {**_shares(ratios),
+           "targets": {"within_5pct_share": ">= 0.90", "geomean_pick_over_best": "<= 1.03"},
+           "wrong_runs": sum(1 for case in done for c in case["candidates"] if c.get("wrong") not in (0, -1, None)),
+           "by_case": per_case}
+    if base_ratios:   # the other table, over the cases where both ran
+        pick, base = _shares([r for r, _ in base_ratios]), _shares([b for _, b in base_ratios])
+        out["baseline"] = {**base, "pick_on_these_cases": pick,
+                           "pick_share_over_baseline": (pick["within_5pct_share"] / base["within_5pct_share"]
+                                                        if base["within_5pct_share"] else None),
+                           "pick_geomean_over_baseline": pick["geomean_pick_over_best"] / base["geomean_pick_over_best"]}
+    return out
+
+
+def _shares(ratios: list[float]) -> dict:
+    """Cases, share within 5% and geometric mean of a list of (pick / best) ratios."""
     n = len(ratios)
     return {"cases": n, "within_5pct_share": sum(r <= 1.05 for r in ratios) / n if n else None,
-            "geomean_pick_over_best": math.exp(sum(math.log(r) for r in ratios) / n) if n else None,
-            "targets": {"within_5pct_share": ">= 0.90", "geomean_pick_over_best": "<= 1.03"},
-            "wrong_runs": sum(1 for case in done for c in case["candidates"] if c.get("wrong") not in (0, -1, None)),
-            "by_case": per_case}
+            "geomean_pick_over_best": math.exp(sum(math.log(r) for r in ratios) / n) if n else None}
 
 
 def explain(doc: dict) -> dict:
@@ -338,6 +401,8 @@ def _report(case: dict) -> None:
 
 def main(argv=None) -> dict | None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline-table", default=None, metavar="FILE",
+                    help="also run the policy this table gives at each case's size (same run)")
     ap.add_argument("--dry-run", action="store_true", help="plan everything on the CPU, estimate device time")
     ap.add_argument("--gpu", default="h200", help="the GPU kind whose loopback table to confirm (h200, h100, ...)")
     ap.add_argument("--worlds", default="2,4,8")
@@ -385,7 +450,16 @@ def main(argv=None) -> dict | None:
     table = json.loads(table_path(args.gpu).read_text())
     worlds = [int(w) for w in args.worlds.split(",")]
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
-    all_cases = cases(table, worlds, names, args.rivals)
+    baseline = None
+    if args.baseline_table:
+        try:
+            baseline = json.loads(Path(args.baseline_table).read_text())
+        except (OSError, ValueError) as e:
+            ap.error(f"--baseline-table {args.baseline_table}: cannot read it as JSON ({e})")
+        if baseline.get("topology") != table["topology"]:
+            ap.error(f"--baseline-table {args.baseline_table}: a table of {baseline.get('topology')}, "
+                     f"not {table['topology']}")
+    all_cases = cases(table, worlds, names, args.rivals, baseline)
     if args.only_misses:
         done = load(f"{args.gpu}-codesign.json")["summary"]["by_case"]
         all_cases = [c for c in all_cases
@@ -399,16 +473,27 @@ def main(argv=None) -> dict | None:
         n = sum(len(c["candidates"]) for c in all_cases)
         print(f"# {len(all_cases)} cases, {n} schedules, every digest as the table predicted "
               f"(planned in {plan_s:.1f} s on {cpu_header()['machine']['cpus']} CPUs here)")
+        if baseline is not None:
+            added = sum(c["baseline"] == "baseline" for c in all_cases)
+            print(f"# the baseline table's policy: a candidate of the table in {len(all_cases) - added} "
+                  f"cases, added in {added}")
         print(f"# estimated device time: {est:.0f} s of runs and setup, after the planning "
               f"(about {plan_s:.0f} s x {cpu_header()['machine']['cpus']} / the device host's CPUs)")
         return None
     doc = measure(all_cases, planned, args.rounds, args.replays, args.budget_s - plan_s, args.out, command,
                   name, args.trace)
     doc["plan_s"] = plan_s
+    if baseline is not None:
+        doc["baseline_table"] = {"path": args.baseline_table, "date": baseline.get("date"),
+                                 "command": baseline.get("command"), "planner": baseline.get("planner")}
     path = save(name, doc, args.out)
     s = doc["summary"]
     print(f"summary: {s['cases']} cases, pick within 5% of the best in {s['within_5pct_share']:.0%}, "
           f"geomean pick/best {s['geomean_pick_over_best']:.3f} -> {path}")
+    if "baseline" in s:
+        b = s["baseline"]
+        print(f"baseline table {args.baseline_table}: within 5% in {b['within_5pct_share']:.0%}, "
+              f"geomean {b['geomean_pick_over_best']:.3f} over the same {b['cases']} cases")
     return doc
 
 

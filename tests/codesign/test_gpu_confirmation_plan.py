@@ -39,3 +39,37 @@ def test_a_gpu_without_a_loopback_table_is_refused_by_name():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "--gpu tpu: no loopback table topologies/codesign/tpu-loopback.json" in out.stderr
+
+
+def _dry_run(*extra):
+    return subprocess.run([sys.executable, "benchmarks/gpu_codesign.py", "--gpu", "h200", "--dry-run", "--workers", "1",
+                           "--worlds", "2", "--collectives", "all_reduce", *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_a_baseline_table_adds_its_policy_where_the_table_has_none(tmp_path):
+    table = json.loads((ROOT / "topologies" / "codesign" / "h200-loopback.json").read_text())
+    bands = table["worlds"]["2"]["collectives"]["all_reduce"]["bands"]
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(table))
+    out = _dry_run("--baseline-table", str(same))
+    assert out.returncode == 0, out.stderr
+    assert f"a candidate of the table in {len(bands)} cases, added in 0" in out.stdout
+    # the band of the smallest size runs a policy nobody searched there: one more schedule
+    other = json.loads(json.dumps(table))
+    first = other["worlds"]["2"]["collectives"]["all_reduce"]["bands"][0]
+    first["policy"] = {**first["policy"], "put_ctas": 3, "consumer_ctas": 3, "push_nbytes": None}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    base = _dry_run()
+    got = _dry_run("--baseline-table", str(tmp_path / "other.json"))
+    assert got.returncode == 0, got.stderr
+    n = [int(re.search(r"(\d+) schedules", o.stdout)[1]) for o in (base, got)]
+    assert n[1] == n[0] + 1
+    assert f"a candidate of the table in {len(bands) - 1} cases, added in 1" in got.stdout
+
+
+def test_a_baseline_table_of_another_topology_is_refused_by_name():
+    out = _dry_run("--baseline-table", "topologies/codesign/h100-loopback.json")
+    assert out.returncode == 2
+    assert ("--baseline-table topologies/codesign/h100-loopback.json: a table of h100-loopback, "
+            "not h200-loopback") in out.stderr
