@@ -91,7 +91,7 @@ class Search:
     rounds: int = 6           # ... for at most this many rounds
     merge: float = 0.02       # a band's pick is within this of each size's best
     top: int = 6              # rivals recorded per point
-    strikes: int = 2          # a family that lost by 2x at this many sizes in a row stops
+    strikes: int = 2          # under a budget, a family that lost by 2x at this many sizes in a row stops
     budget_s: float | None = BUDGET_S   # CPU seconds of one core; None: no limit
     beyond: str = "last-band"  # past the largest size: the last band, or "generic" rules
 
@@ -451,8 +451,10 @@ def search(topology: Topology | str, spec: Search = Search(), *, calibration: An
 
 def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
                       budget: _Budget) -> None:
-    """Stage 1, size by size upward so that a structure that lost by 2x at ``strikes``
-    sizes in a row is not planned at the larger ones (where it would be slowest to plan);
+    """Stage 1, size by size upward so that, under a budget, a structure that lost by 2x at
+    ``strikes`` sizes in a row is not planned at the larger ones (where it would be slowest
+    to plan; an unbudgeted search tries every structure at every size, since how many sizes
+    make a row depends on the grid, and a family can lose by 2x up to a crossover);
     once half the budget is gone (at rack scale with a budget: from the second size on),
     only the families within ``prune`` of the best at the previous size go on. At rack
     scale only the rank fence is tried here (stage 3 toggles it)."""
@@ -465,7 +467,8 @@ def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
             tight = i > 0 and (budget.tight() or (spec.budget_s is not None and case.world > 16))
             for s in structures(case.name, topo, spec.atoms):
                 k = (case.name, case.world, _structure(s))
-                if strikes.get(k, 0) >= spec.strikes or (tight and ratio.get(k, math.inf) > spec.prune):
+                struck = spec.budget_s is not None and strikes.get(k, 0) >= spec.strikes
+                if struck or (tight and ratio.get(k, math.inf) > spec.prune):
                     continue
                 if spec.budget_s is not None and case.world > 16 and s["fence"] != "rank":
                     continue

@@ -121,7 +121,8 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
     """Bands and recorded points of one (world, collective) from ``results`` (size ->
     policy key -> row). ``run(stage, [(size, policy)...], limited)`` simulates more points
     into ``results``: at the midpoints both neighbours' picks (always), then their three
-    best rivals (``limited``: as far as the search's budget goes)."""
+    best rivals and the best of each family (regime, algorithm) there (``limited``: as far
+    as the search's budget goes)."""
     sizes = sorted(s for s in results if ranked(results[s]))
     if not sizes:
         raise PurlinError(f"codesign: no policy plans {name} at world {world}")
@@ -133,7 +134,14 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
             mids[m] = (picks[i], picks[i + 1])
             tasks += [(m, p) for p in (picks[i], picks[i + 1])]
             for s in (sizes[i], sizes[i + 1]):
-                rivals += [(m, r["policy"]) for r in ranked(results[s])[:3]]
+                rk = ranked(results[s])
+                rivals += [(m, r["policy"]) for r in rk[:3]]
+                # and the best of each family there: a midpoint's size can cut chunks
+                # badly for the leaders and leave another family ahead
+                firsts: dict[tuple, dict] = {}
+                for r in rk:
+                    firsts.setdefault((r["policy"]["regime"], r["policy"]["algorithm"]), r["policy"])
+                rivals += [(m, p) for p in firsts.values()]
     run(f"midpoints {name} W={world}", tasks)
     run(f"midpoint rivals {name} W={world}", _interleave_by_size(rivals), limited=True)
     chosen = dict(zip(sizes, picks))

@@ -4,7 +4,7 @@ predicted time falls (by more than 1%) as the size grows, the larger size's pick
 better at the smaller size (the search did not miss it), for every collective and world.
 
 To keep CI affordable these check the data the search recorded in each table: at every
-grid size (1 KiB .. 256 MiB, x4) and at the size between each two (where the band
+grid size (1 KiB .. 256 MiB, x4, on a box; 1 .. 256 KiB, x2, for a loopback table) and at the size between each two (where the band
 boundary was chosen), the pick's time, the best time of every candidate simulated there
 and the best rivals. That the records are what the simulator says is shown by
 re-simulating a sample: in each world, the (pick, best rival) pair with the smallest

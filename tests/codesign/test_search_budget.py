@@ -99,3 +99,62 @@ def test_the_notify_order_is_searched_for_copies_on_ranks_with_gpus_of_their_own
                           check=False), nvl, record=False, exact=True).time_us for o in ("rank", "rotated")}
     # 18.84 and 13.71 before the refit of 2026-12-05 (the cheaper kernel start)
     assert t["rank"] == pytest.approx(18.06, rel=1e-3) and t["rotated"] == pytest.approx(13.01, rel=1e-3)
+
+
+def _families_by_size(monkeypatch, budget_s):
+    """Stage 1 over a made-up cost: the direct regime 3x slower than the rest up to 32 KiB
+    and 2x faster past it (a crossover four sizes into the grid)."""
+    from purlin.sim.codesign_bands import policy_key
+
+    def fake(args):
+        _, _, _, size, pol, _, _ = args
+        t = (3.0 if size <= 32 * KiB else 0.5) if pol["regime"] == "direct" else 1.0
+        return {"time_us": t, "policy": pol, "programs_digest": str(policy_key(pol)),
+                "busiest_nbytes": 0, "cpu_s": 0.0}
+    monkeypatch.setattr(cd, "_evaluate", fake)
+    spec = cd.Search(sizes=(KiB, 2 * KiB, 4 * KiB, 64 * KiB), collectives=("all_gather",), budget_s=budget_s)
+    runner = cd._Runner("hgx-h200-8", None, lambda w: 64, cd.InProcess(), progress=False, lines=False)
+    case = cd._Case("all_gather", 8)
+    cd._stage_structures(runner, [case], {8: load_topology("hgx-h200-8")}, spec, cd._Budget(budget_s, runner))
+    return {size: {r["policy"]["regime"] for r in rows.values()} for size, rows in case.results.items()}
+
+
+def test_an_unbudgeted_search_tries_every_family_at_every_size(monkeypatch):
+    # under a budget the direct family stops after losing by 2x at 1 and 2 KiB, so its
+    # win at 64 KiB is never seen; without one it is tried there and wins
+    budgeted = _families_by_size(monkeypatch, 1e9)
+    assert "direct" in budgeted[2 * KiB] and "direct" not in budgeted[4 * KiB]
+    assert "direct" not in budgeted[64 * KiB]
+    free = _families_by_size(monkeypatch, None)
+    assert all("direct" in free[s] for s in (KiB, 2 * KiB, 4 * KiB, 64 * KiB))
+    assert free[64 * KiB] == {"latency", "direct", "throughput"}
+
+
+def test_a_midpoint_tries_the_best_of_every_family_at_its_neighbours():
+    """At the midpoint of two grid sizes the neighbours' picks run, then their three best
+    rivals and the best of each family there: here the throughput family is fifth at both
+    neighbours, and the midpoint, where it wins, still sees it."""
+    from purlin.sim.codesign_bands import make_bands, policy_key
+
+    def pol(regime, chunk):
+        return {"regime": regime, "algorithm": "one_shot", "chunk_nbytes": chunk, "put_ctas": 8,
+                "consumer_ctas": 8, "atom": "sm", "fence": "rank"}
+    lat = [pol("latency", c) for c in (1024, 2048, 4096, 8192)]
+    thr = pol("throughput", 16384)
+
+    def row(p, t):
+        return {"time_us": t, "policy": p, "programs_digest": str(policy_key(p)), "busiest_nbytes": 0}
+    results = {s: {policy_key(p): row(p, 1.0 + k / 10) for k, p in enumerate(lat + [thr])}
+               for s in (KiB * 16, KiB * 64)}
+    asked = []
+
+    def run(stage, tasks, limited=False):
+        asked.extend(tasks)
+        for s, p in tasks:   # at the midpoint the throughput policy is twice as fast
+            results.setdefault(s, {})[policy_key(p)] = row(p, 0.5 if p["regime"] == "throughput" else 1.0)
+        return 0
+    out = make_bands("all_gather", 8, results, (KiB * 16, KiB * 64), 0.02, 6, run)
+    mid = 32 * KiB
+    assert {policy_key(p) for s, p in asked if s == mid} == {policy_key(p) for p in lat[:3] + [thr]}
+    point = next(p for p in out["points"] if p["size"] == mid)
+    assert point["pick"]["time_us"] == 0.5 and not point["grid"]
