@@ -359,17 +359,25 @@ def test_codesign_confirmation_summary_is_what_its_samples_say(name):
     best and the geometric mean of pick over best are what those medians say."""
     doc = load(name)
     assert name.split("-")[0].upper() in doc["machine"]["gpu"]
-    ratios = []
+    ratios, base = [], []
     for case in doc["cases"]:
         ok = [c for c in case["candidates"] if "median_us" in c and c["wrong"] in (0, -1)]
         for c in ok:
             assert c["median_us"] == statistics.median(c["samples_us"])
         pick = next(c for c in ok if c["label"] == "pick")
-        ratios.append(pick["median_us"] / min(c["median_us"] for c in ok))
+        best = min(c["median_us"] for c in ok)
+        ratios.append(pick["median_us"] / best)
+        if "baseline" in case:   # --baseline-table: that table's policy, in the same run
+            base.append(next(c for c in ok if c["label"] == case["baseline"])["median_us"] / best)
     s = doc["summary"]
     assert s["cases"] == len(ratios) and s["wrong_runs"] == 0
     assert s["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in ratios) / len(ratios))
     assert s["geomean_pick_over_best"] == pytest.approx(statistics.geometric_mean(ratios))
+    if base:
+        b = s["baseline"]
+        assert b["cases"] == len(base) == len(ratios)
+        assert b["within_5pct_share"] == pytest.approx(sum(r <= 1.05 for r in base) / len(base))
+        assert b["geomean_pick_over_best"] == pytest.approx(statistics.geometric_mean(base))
 
 
 def test_h100_microbenchmark_check_is_what_todays_simulator_says():
