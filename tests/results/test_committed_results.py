@@ -352,7 +352,8 @@ def test_codesign_rerank_is_what_todays_simulator_picks_among_the_measured_candi
                 assert busiest_nbytes(s) == rows[key]["busiest_nbytes"][cand["label"]]
 
 
-@pytest.mark.parametrize("name", ["h200-codesign.json", "h100-codesign.json", "h100-codesign-misses.json"])
+@pytest.mark.parametrize("name", ["h200-codesign.json", "h100-codesign.json", "h100-codesign-repeat.json",
+                                  "h100-codesign-misses.json"])
 def test_codesign_confirmation_summary_is_what_its_samples_say(name):
     """A codesign confirmation (gpu_codesign.py on the GPU it names): each candidate's
     median is the median of its samples, and the share of picks within 5% of the measured
