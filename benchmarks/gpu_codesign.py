@@ -452,8 +452,12 @@ def main(argv=None) -> dict | None:
     names = args.collectives.split(",") if args.collectives else list(table["worlds"][str(worlds[0])]["collectives"])
     baseline = None
     if args.baseline_table:
+        from purlin.errors import PlanError
+        from purlin.snac.tables import parse_table
         try:
-            baseline = json.loads(Path(args.baseline_table).read_text())
+            baseline = parse_table(json.loads(Path(args.baseline_table).read_text()), args.baseline_table)
+        except PlanError as e:
+            ap.error(f"--baseline-table {e}")
         except (OSError, ValueError) as e:
             ap.error(f"--baseline-table {args.baseline_table}: cannot read it as JSON ({e})")
         if baseline.get("topology") != table["topology"]:

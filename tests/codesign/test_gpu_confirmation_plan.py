@@ -73,3 +73,11 @@ def test_a_baseline_table_of_another_topology_is_refused_by_name():
     assert out.returncode == 2
     assert ("--baseline-table topologies/codesign/h100-loopback.json: a table of h100-loopback, "
             "not h200-loopback") in out.stderr
+
+
+def test_a_baseline_file_that_is_no_codesign_table_is_refused_by_name(tmp_path):
+    bad = tmp_path / "list.json"
+    bad.write_text("[1, 2]")
+    out = _dry_run("--baseline-table", str(bad))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"--baseline-table {bad}: not a codesign table of schema_version 1" in out.stderr
