@@ -106,16 +106,16 @@ def cases(table: dict, worlds, names, rivals: int, baseline: dict | None = None)
 def add_baseline(case: dict, baseline: dict) -> None:
     """The ``baseline`` table's policy at the case's size: the label of the candidate that
     has it already, or a new candidate ``baseline`` (planned and predicted with the rest)."""
+    from purlin.sim.codesign_bands import compact
     from purlin.snac.tables import lookup
     hit = lookup(baseline, case["collective"], None, case["world"], case["nbytes"])
     if hit is None:
         raise SystemExit(f"--baseline-table: no policy for {case['collective']} W={case['world']} "
                          f"at {case['nbytes']} B")
-    policy = hit[0].to_dict()
-    from purlin.sim.codesign_bands import compact
-    same = next((c["label"] for c in case["candidates"] if compact(c["policy"]) == compact(policy)), None)
+    policy = compact(hit[0].to_dict())
+    same = next((c["label"] for c in case["candidates"] if compact(c["policy"]) == policy), None)
     if same is None:
-        case["candidates"].append({"label": "baseline", "policy": compact(policy), "predicted_us": None,
+        case["candidates"].append({"label": "baseline", "policy": policy, "predicted_us": None,
                                    "programs_digest": None})
         same = "baseline"
     case["baseline"] = same

@@ -51,7 +51,7 @@ from typing import Any, Sequence
 
 from purlin.errors import PurlinError
 from purlin.snac.policy import Policy, traits
-from purlin.sim.codesign_bands import (busiest_nbytes, compact, default_path, fingerprint,
+from purlin.sim.codesign_bands import (busiest_nbytes, compact, default_path, family, fingerprint,
                                       make_bands, nbytes_of, policy_key, ranked, summary_lines,
                                       write_table)
 from purlin.snac.tables import SCHEMA_VERSION
@@ -365,12 +365,6 @@ class _Budget:
         return self.total is not None and self.runner.spent > 0.5 * self.total
 
 
-def _structure(p: dict) -> tuple:
-    """The family a candidate belongs to for pruning: its regime and algorithm (its
-    Atom and fence are knobs the refinement toggles)."""
-    return (p["regime"], p["algorithm"])
-
-
 def search(topology: Topology | str, spec: Search = Search(), *, calibration: Any = None,
            executor: Executor | None = None, workers: int | None = None,
            progress: bool = True, command: str | None = None, lines: bool = True) -> dict:
@@ -466,7 +460,7 @@ def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
             topo = topos[case.world]
             tight = i > 0 and (budget.tight() or (spec.budget_s is not None and case.world > 16))
             for s in structures(case.name, topo, spec.atoms):
-                k = (case.name, case.world, _structure(s))
+                k = (case.name, case.world, family(s))
                 struck = spec.budget_s is not None and strikes.get(k, 0) >= spec.strikes
                 if struck or (tight and ratio.get(k, math.inf) > spec.prune):
                     continue
@@ -485,7 +479,7 @@ def _stage_structures(runner: _Runner, cases: list[_Case], topos, spec: Search,
             best = rk[0]["time_us"]
             by_structure: dict[tuple, float] = {}
             for r in rk:
-                by_structure.setdefault(_structure(r["policy"]), r["time_us"])
+                by_structure.setdefault(family(r["policy"]), r["time_us"])
             for k in [k for k in ratio if k[:2] == (case.name, case.world)]:
                 ratio[k] = math.inf          # not simulated at this size: not a leader
             for s, t in by_structure.items():
@@ -508,7 +502,7 @@ def _stage_grid(runner: _Runner, cases: list[_Case], topos, spec: Search,
                     continue
                 best, picked = rk[0]["time_us"], {}
                 for r in rk:
-                    s = _structure(r["policy"])
+                    s = family(r["policy"])
                     if r["time_us"] <= spec.prune * best and s not in picked and len(picked) < spec.structures:
                         picked[s] = r["policy"]
                 nbytes = nbytes_of(case.name, case.world, size)
@@ -527,7 +521,7 @@ def _starts(rk: list[dict], spec: Search) -> list[dict]:
     """Where refinement starts: the best few, and the best of each leading structure."""
     out, seen = list(rk[:spec.refine_from]), set()
     for r in rk:
-        s = _structure(r["policy"])
+        s = family(r["policy"])
         if s not in seen and len(seen) < spec.structures:
             seen.add(s)
             out.append(r)

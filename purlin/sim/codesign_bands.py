@@ -35,6 +35,12 @@ def compact(p: dict) -> dict:
     return out
 
 
+def family(p: dict) -> tuple:
+    """The family a candidate belongs to: its regime and algorithm (its Atom, fence, CTAs
+    and chunks are knobs within it)."""
+    return (p["regime"], p["algorithm"])
+
+
 def ranked(rows: dict[tuple, dict]) -> list[dict]:
     """The rows that planned, fastest first, one per distinct schedule (programs digest)."""
     ok = [r for r in rows.values() if "error" not in r]
@@ -140,7 +146,7 @@ def make_bands(name: str, world: int, results: dict[int, dict], grid: tuple[int,
                 # badly for the leaders and leave another family ahead
                 firsts: dict[tuple, dict] = {}
                 for r in rk:
-                    firsts.setdefault((r["policy"]["regime"], r["policy"]["algorithm"]), r["policy"])
+                    firsts.setdefault(family(r["policy"]), r["policy"])
                 rivals += [(m, p) for p in firsts.values()]
     run(f"midpoints {name} W={world}", tasks)
     run(f"midpoint rivals {name} W={world}", _interleave_by_size(rivals), limited=True)
