@@ -1,7 +1,8 @@
 """Atom bandwidth on this GPU against cudaMemcpy in the same run.
 
 Writes benchmarks/results/h200-atoms.json (name via --out). Summary:
-- copy_vs_memcpy_64MiB: best Atom copy (sm, async, tma) over cudaMemcpy D2D, worst size
+- copy_vs_memcpy_64MiB: best Atom copy (sm, async, tma; ce: the executor's copy-engine
+  Atom, one Copy through ``LoopbackWorld.run``) over cudaMemcpy D2D, worst size
   >= 64 MiB (bytes read + written / time for both). A sweep picks each size's best Atom
   copy configuration; then ``--rounds`` rounds each time cudaMemcpy and that configuration
   back to back, both ways (graph replay and event-timed calls, the faster counts), and the
@@ -28,6 +29,17 @@ def bind(fn, ctas: int, threads: int, args: tuple, **kw):
     return lambda: fn((ctas,), (threads,), args, **kw)
 
 
+def ce_copy(world, n: int):
+    """A call of ``world`` (one rank) running one Copy of ``n`` bytes with the copy-engine
+    Atom: what a plan's ``ce`` Copy costs through the executor (a bound call, then graph)."""
+    from purlin.snac.ir import Copy, Program, Ref, Schedule
+    from purlin.spec import library
+    c = library.from_size("all_gather", 1, n)
+    s = Schedule(c, (Program(0, 0, "copy", (Copy(Ref(0, "input", 0), (Ref(0, "output", 0),), n, "ce"),)),),
+                 0, 0, 1, 2)
+    return lambda x, y: world.run(s, [x], [y])
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="h200-atoms.json")
@@ -36,7 +48,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args(argv)
     cp = cupy()
-    from purlin.backends.gpu import atomset, kernels
+    from purlin.backends.gpu import LoopbackWorld, atomset, kernels
     import gpu_kernels
     k = gpu_kernels.for_device(0)
     sms = k.sm_count
@@ -112,7 +124,16 @@ def main(argv=None) -> dict:
                     configs.append(("tma", ctas, stages, sb))
     copy_best: dict[int, tuple[float, str]] = {}
     launches = {}                     # (size, config) -> its launch, for the rounds
+    ce_world = LoopbackWorld(1)       # the executor's copy-engine Atom: one Copy(atom='ce')
     for n in sizes:
+        ce = ce_copy(ce_world, n)
+        dst.fill(0)
+        ce(src[:n], dst[:n])
+        cp.cuda.runtime.deviceSynchronize()
+        assert bool(cp.array_equal(src[:n], dst[:n])), "ce Atom copy wrong"
+        launch = launches[n, "ce/executor"] = (lambda ce=ce, n=n: ce(src[:n], dst[:n]))
+        t = raw["copy"].setdefault("ce/executor", {})[str(n)] = timed(launch, n)
+        copy_best[n] = (2 * n / median(t) / 1e3, "ce/executor")
         for kind_name, ctas, stages, sb in configs:
             chunk = ((n + ctas - 1) // ctas + 15) // 16 * 16     # one contiguous piece per CTA
             if stages < 0:                                        # grid-stride chunks
@@ -221,7 +242,7 @@ def main(argv=None) -> dict:
         "reduce8_vs_roofline_by_dtype": red,
         "reduce8_best_config": {f"{d}/{n}": v[1] for (d, n), v in red_best.items()},
         "memcpy_best_gbps": best_memcpy,
-        "targets": {"copy_vs_memcpy_64MiB": ">= 0.95", "reduce8_vs_roofline": ">= 0.90"},
+        "targets": {"copy_vs_memcpy_64MiB": ">= 0.97 (issue 17)", "reduce8_vs_roofline": ">= 0.90"},
     }
     path = write(args.out, doc)
     print(f"summary {doc['summary']['copy_vs_memcpy_64MiB']:.3f} copy/memcpy, "

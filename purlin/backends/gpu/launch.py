@@ -22,6 +22,7 @@ from purlin.backends.gpu import atomset, kernels
 from purlin.snac.kernel_constants import PARAM_PTRS
 
 MAX_TABLES = 4096   # pointer tables kept per launch group before they are dropped
+KIND = {1: "Wait", 2: "WaitPackets", 3: "unaligned Ref"}   # the watchdog record's kinds
 
 
 def _cupy_key(x) -> tuple:
@@ -202,3 +203,32 @@ class Launcher:
                               list(ptrs) if table is None else [0] * PARAM_PTRS)
         launch.keep = (code, refs, progs, table, trace)
         return launch
+
+
+def describe_watchdog(rec, plans: list, timeout_s: float) -> str:
+    """The Deadlock message for a launch's watchdog record ``rec`` (its first 10 words):
+    who timed out, on what, and the instruction, from the plan the record names."""
+    _, rank, cta, pc, kind, where, want, seen, base, pid = (int(x) for x in rec[:10])
+    plan = plans[pid] if 0 <= pid < len(plans) else None
+    name = plan.schedule.collective.name if plan else "?"
+    what = KIND.get(kind, "spin")
+    role = instr = ""
+    if plan:
+        for k, p in enumerate(sorted(plan.schedule.programs, key=lambda q: (q.rank, q.cta))):
+            if p.rank == rank and p.cta == cta:
+                role = f" ({p.role})"
+                rec_at = int(plan.enc.progs[k][0]) + pc   # the record's index in the code
+                if 0 <= pc < int(plan.enc.progs[k][1]):
+                    pc = int(plan.enc.instr_of[rec_at])
+                    instr = f": {p.instrs[pc]}"
+    if kind == 3:
+        return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: a Ref only {where}-byte aligned "
+                f"reached a kernel without the narrow path{instr}")
+    if kind == 1:
+        detail = (f"signal {where} is {seen}, waited for >= {want} (call base {base} + "
+                  f"{want - base})")
+    else:
+        detail = (f"packet at payload offset {where} has tag {seen}, waited for {want} "
+                  f"(low 32 bits of base {base} + {want - (base & 0xffffffff)})")
+    return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: {what} timed out after "
+            f"{timeout_s:g} s: {detail}{instr}")

@@ -19,17 +19,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from purlin.backends.gpu import arrays, kernels
+from purlin.backends.gpu import arrays, engines, kernels
 from purlin.backends.gpu.calls import Collectives
 from purlin.backends.gpu.encode import Encoded, encode
 from purlin.backends.gpu.identity import ByIdentity
-from purlin.backends.gpu.launch import MAX_TABLES, Launcher, Scratch, buffer_key, current_stream
+from purlin.backends.gpu.launch import (MAX_TABLES, Launcher, Scratch, buffer_key, current_stream,
+                                        describe_watchdog)
 from purlin.errors import Deadlock, PlanError, PurlinError, ScheduleError, SpecError
 from purlin.snac.ir import Schedule
 from purlin.snac.serialize import digest
 from purlin.spec.collective import Collective
 
-KIND = {1: "Wait", 2: "WaitPackets", 3: "unaligned Ref"}
 #: the kernels a plan may run on (all its CTAs co-resident on any of them)
 INTERPRETERS = ("snac_run", "snac_run_pkt", "snac_run_any")
 
@@ -43,6 +43,7 @@ class Plan:
     digest: str
     enc: Encoded
     device_arrays: dict      # device -> (code, refs, progs) cupy arrays
+    lowered: engines.Lowered | None = None   # a copy-engine plan: its memcpys (no kernel)
 
 
 @dataclass
@@ -74,6 +75,8 @@ class World(Collectives):
     one_gpu: bool = False
     #: kernel flags for one_gpu worlds (bit 0 signals, bit 1 packet stores at GPU scope)
     gpu_scope_flags: int = 3
+    #: streams a rank's copy-engine programs are dealt over (see :mod:`engines`)
+    copy_lanes: int = 4
 
     def __init__(self, world: int, *, topology=None, policy=None, timeout_s: float = 2.0):
         from purlin.topology import resolve_topology, topology_digest
@@ -179,8 +182,11 @@ class World(Collectives):
                                           self.cp.asarray(enc.progs))
                     # uploaded on the current stream; a later call may use another stream
                     self.cp.cuda.get_current_stream().synchronize()
-            p = Plan(len(self._plan_list), schedule, d, enc, arrays_by_dev)
-            self._check_resident(p)
+            low = (engines.lower(schedule, engines.lanes(schedule, self.copy_lanes))
+                   if engines.uses_copy_engines(schedule) else None)
+            p = Plan(len(self._plan_list), schedule, d, enc, arrays_by_dev, low)
+            if low is None:   # a copy-engine plan launches no CTA
+                self._check_resident(p)
             self._plans[d] = p
             self._plan_list.append(p)
         return p
@@ -273,9 +279,18 @@ class World(Collectives):
         if len(self._bound) + len(self._lib) > MAX_TABLES:
             self.synchronize()
             self._forget_bindings()
-        go = self._bind_launch(plan, ins, outs)
+        go = self._bind_engines(plan, ins, outs) if plan.lowered else self._bind_launch(plan, ins, outs)
         torch = any(b is not None and b.is_torch for b in ins + outs)
         return Bound(plan, go, torch, self._device_of(self.local_ranks[0]))
+
+    def _bind_engines(self, plan: Plan, ins: list, outs: list) -> Callable[[int], None]:
+        if len(self.local_ranks) != self.world:
+            raise ScheduleError(f"{type(self).__name__}: a copy-engine schedule (atom 'ce') runs as one "
+                                f"process's memcpys and this process holds {len(self.local_ranks)} of "
+                                f"{self.world} ranks; use a LoopbackWorld or PeerWorld, or atom 'sm'")
+        self._grow(self.scratch, plan.enc)
+        return engines.bind(self.cp, plan.lowered, ins, outs, [s.staging for s in self.scratch],
+                            self._device_of, self.copy_lanes)
 
     def _check(self, x, need: int, what: str, c: Collective, rank: int):
         """A Buffer for one rank's argument (None when the layout needs no bytes there),
@@ -321,6 +336,9 @@ class World(Collectives):
         self._no_capture("trace a call")
         schedule = self._schedule(what, policy)
         plan = self.prepare(schedule, verify)
+        if plan.lowered:
+            raise ScheduleError("trace times the SM interpreter's instructions, and a copy-engine "
+                                "schedule (atom 'ce') runs as memcpys: time it with CUDA events")
         self.synchronize()
         bufs = {}
         for dev, (code, _, _) in plan.device_arrays.items():
@@ -365,35 +383,9 @@ class World(Collectives):
         for err in self._error_buffers():
             rec = err[:12].get()
             if rec[0]:
-                self.broken = self._describe(rec)
+                self.broken = describe_watchdog(rec, self._plan_list, self.timeout_s)
                 self.stuck_s = (int(rec[11]) - int(rec[10])) / 1e9
                 raise Deadlock(self.broken)
-
-    def _describe(self, rec) -> str:
-        _, rank, cta, pc, kind, where, want, seen, base, pid = (int(x) for x in rec[:10])
-        plan = self._plan_list[pid] if 0 <= pid < len(self._plan_list) else None
-        name = plan.schedule.collective.name if plan else "?"
-        what = KIND.get(kind, "spin")
-        role = instr = ""
-        if plan:
-            for k, p in enumerate(sorted(plan.schedule.programs, key=lambda q: (q.rank, q.cta))):
-                if p.rank == rank and p.cta == cta:
-                    role = f" ({p.role})"
-                    rec_at = int(plan.enc.progs[k][0]) + pc   # the record's index in the code
-                    if 0 <= pc < int(plan.enc.progs[k][1]):
-                        pc = int(plan.enc.instr_of[rec_at])
-                        instr = f": {p.instrs[pc]}"
-        if kind == 3:
-            return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: a Ref only {where}-byte aligned "
-                    f"reached a kernel without the narrow path{instr}")
-        if kind == 1:
-            detail = (f"signal {where} is {seen}, waited for >= {want} (call base {base} + "
-                      f"{want - base})")
-        else:
-            detail = (f"packet at payload offset {where} has tag {seen}, waited for {want} "
-                      f"(low 32 bits of base {base} + {want - (base & 0xffffffff)})")
-        return (f"{name}: rank {rank}, cta {cta}{role}, instr {pc}: {what} timed out after "
-                f"{self.timeout_s:g} s: {detail}{instr}")
 
     def _no_capture(self, what: str) -> None:
         s = self.cp.cuda.get_current_stream()

@@ -370,3 +370,54 @@ def test_the_bulk_copy_atom_runs(cp, name):
     assert k.blocks_per_sm["snac_run_tma"] >= 1
     c = library.from_size(name, 8, 4 << 20, "fp32", seed=5)
     _run_and_check(cp, world(8), c, Policy(regime="direct", atom="tma"))
+
+
+CE_NAMES = ("all_gather", "all_to_all", "broadcast", "all_gather_v", "all_to_all_v")
+
+
+@pytest.mark.parametrize("name", CE_NAMES)
+@pytest.mark.parametrize("regime", ("direct", "throughput"))
+def test_the_copy_engine_atom_runs_as_memcpys(cp, name, regime):
+    """A plan with atom 'ce' runs as memcpys ordered by events (no kernel): eager calls
+    (one CUDA graph per bound call) every byte checked, in a loopback and in a peer world."""
+    from purlin.backends.gpu import PeerWorld
+    for size in (4 << 10, 4 << 20):
+        c = library.from_size(name, 8, size, "fp32", seed=7)
+        _run_and_check(cp, world(8), c, Policy(regime=regime, atom="ce"), calls=3)
+    c = library.from_size(name, 2, 1 << 20, "fp32", seed=7)
+    _run_and_check(cp, PeerWorld([0, 0]), c, Policy(regime=regime, atom="ce"), calls=2)
+
+
+def test_copy_engine_calls_capture_into_a_graph_with_kernel_calls(cp):
+    """Copy-engine calls captured among kernel calls in one CUDA graph (memcpy and event
+    nodes of the caller's capture) replay right; trace refuses them by name."""
+    from purlin.errors import ScheduleError
+    w = world(8)
+    ag = library.all_gather(8, 8 << 10, "fp32")
+    ar = library.all_reduce(8, 8 << 10, "fp32")
+    s_ag = w.plan(ag, Policy(regime="throughput", atom="ce", chunk_nbytes=4096, staging_nbytes=16384))
+    ins_ag = [cp.full(2048, r, cp.float32) for r in range(8)]
+    ins_ar = [cp.full(2048, r + 1, cp.float32) for r in range(8)]
+    out_ag = [cp.empty(16384, cp.float32) for _ in range(8)]
+    out_ar = [cp.empty(2048, cp.float32) for _ in range(8)]
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        w.run(s_ag, ins_ag, out_ag)
+        w.run(ar, ins_ar, out_ar)
+        w.run(s_ag, out_ar, out_ag)       # every binding before the capture
+        stream.synchronize()
+        for o in out_ag + out_ar:
+            o.fill(-1)
+        stream.begin_capture()
+        for _ in range(4):
+            w.run(ar, ins_ar, out_ar)
+            w.run(s_ag, out_ar, out_ag)   # reads what the AllReduce just wrote
+        graph = stream.end_capture()
+        for _ in range(3):
+            graph.launch(stream)
+        stream.synchronize()
+    w.check()
+    assert all(bool((o == 36).all()) for o in out_ar)
+    assert all(bool((o == 36).all()) for o in out_ag)
+    with pytest.raises(ScheduleError, match="copy-engine schedule .* runs as memcpys"):
+        w.trace(s_ag, ins_ag, out_ag)
