@@ -265,9 +265,9 @@ class Fabric:
         wire = PACKET_WIRE_FACTOR if kind == "P" else 1.0
         remote_dst = [not self.same_gpu(c, d) for d in dsts]
         any_remote_store = any(remote_dst)
-        if atom == "ce":
+        if atom == "ce":   # a DMA per destination, one after another: each reads the source
             for s in srcs:
-                load[self._hbm[s]] += 1.0
+                load[self._hbm[s]] += float(len(dsts))
                 for d in dsts:
                     for r in self.route(s, d):
                         load[r] += 1.0
@@ -275,7 +275,7 @@ class Fabric:
             pre = cost.op_start_us + max((self.latency_us(s, d) for s in srcs for d in dsts),
                                          default=0.0)
             post = 0.0
-            stream_rates = [cost.cta_remote_gbps if any_remote else cost.cta_local_gbps]
+            stream_rates = [cost.cta_remote_gbps if any_remote else cost.cta_local_gbps] * len(dsts)
         elif atom == "switch":
             sw = self.nvls_switch(c, where)
             for s in srcs:
@@ -319,7 +319,7 @@ class Fabric:
                 for r in self.route(c, d):
                     load[r] += wire
             load[self._hbm[d]] += wire
-        if atom in ("sm", "tma"):  # a multicast store (switch) or a DMA (ce) is one stream
+        if atom in ("sm", "tma"):  # a multicast store (switch) is one stream; ce: above
             stream_rates += [cost.cta_remote_gbps if far else cost.store_gbps
                              for far in remote_dst[1:]]
         if cost.wire_efficiency != 1.0:  # protocol overhead on links, not on HBM

@@ -134,6 +134,21 @@ def test_copy_engine_uses_its_own_rate():
     assert r.time_us == pytest.approx(1.0 + 0.2 + 0.5 + 20.0)
 
 
+def test_a_copy_engine_copy_to_two_destinations_is_two_transfers():
+    """A DMA engine has no broadcast store: the executor runs a ce Copy as one memcpy per
+    destination, one after another, each reading the source. Twice the time of one, and
+    the source's HBM read twice."""
+    c = round_calibration(**{"ce.cta_remote_gbps": 50.0, "sm.cta_remote_gbps": 1.0})
+    prog = Program(0, 0, "put", (Copy(Ref(0, "input", 0), (Ref(1, "output", 0), Ref(2, "output", 0)), MB, "ce"),))
+    r = simulate(schedule([prog], world=3), minimal(3), c)
+    assert r.time_us == pytest.approx(1.0 + 0.2 + 0.5 + 40.0)
+    big = round_calibration(**{"ce.cta_remote_gbps": 1e6, "hbm_efficiency": 1.0})
+    r = simulate(schedule([prog], world=3), minimal(3), big)
+    one = simulate(schedule([Program(0, 0, "put", (Copy(Ref(0, "input", 0), (Ref(1, "output", 0),), MB, "ce"),))],
+                            world=3), minimal(3), big)
+    assert r.time_us - one.time_us == pytest.approx(one.time_us - 1.0 - 0.2 - 0.5, rel=0.02)
+
+
 def test_deadlock_names_rank_cta_instr_and_signal(cal):
     lonely = Program(1, 0, "consume", (Wait(3, 1),))
     with pytest.raises(Deadlock, match=r"rank 1, cta 0, instr 0: Wait on signal 3 .*no CTA notifies"):
