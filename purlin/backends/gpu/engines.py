@@ -241,8 +241,13 @@ class CopyEngineCall:
                 self.enqueue(private.ptr)
             finally:
                 graph = private.end_capture()
-            self.graph, self._private = graph, private
-        rt.graphLaunch(self.graph.graphExec, stream)
+            self.graph, self._private, self._callers = graph, private, {}
+        caller = self._callers.get(stream)
+        if caller is None:   # cupy launches (and, in newer versions, instantiates) on a Stream
+            if len(self._callers) >= 64:
+                self._callers.clear()
+            caller = self._callers[stream] = self.cp.cuda.ExternalStream(stream)
+        self.graph.launch(caller)
 
 
 def bind(cp, low: Lowered, ins: Sequence, outs: Sequence, staging: Sequence, device_of: Callable[[int], int],

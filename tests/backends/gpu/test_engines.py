@@ -135,3 +135,183 @@ def test_a_wait_no_notify_meets_is_a_deadlock_before_anything_runs():
 def test_a_schedule_without_copy_engine_copies_is_not_lowered():
     s = plan(library.from_size("all_gather", 4, 4096), TOPO, {"regime": "direct"})
     assert not uses_copy_engines(s)
+
+
+# ---- the host half (CopyEngineCall) against a model of streams and events -------------------
+
+class _Gpu:
+    """Enough of cupy for CopyEngineCall, over a model of CUDA streams and events: each
+    stream a queue, eventRecord marks a point in one, streamWaitEvent waits for the latest
+    record made before it was called; stream capture records calls into a graph that a
+    launch replays onto the launching stream. ``run(seed)`` drains the queues in a random
+    order they allow, memcpys moving bytes of one host heap (pointers are heap offsets)."""
+
+    def __init__(self, heap_nbytes: int):
+        self.heap = np.zeros(heap_nbytes, np.uint8)
+        self.top = 256
+        self.queues: dict[int, list] = {}
+        self.latest: dict[int, object] = {}   # event -> its latest record (a token)
+        self.done: set = set()
+        self.capturing: dict[int, list] = {}  # stream -> the calls it captures
+        self.captures = self.launches = 0
+        self.ids = iter(range(1 << 20, 1 << 30, 8))
+        gpu = self
+
+        class Runtime:
+            memcpyDefault = 4
+
+            @staticmethod
+            def getDevice():
+                return 0
+
+            @staticmethod
+            def setDevice(d):
+                assert d == 0
+
+            @staticmethod
+            def streamIsCapturing(s):
+                return s in gpu.capturing
+
+            @staticmethod
+            def eventRecord(e, s):
+                gpu._call(s, ("rec", e))
+
+            @staticmethod
+            def streamWaitEvent(s, e, flags):
+                gpu._call(s, ("wait", e))
+
+            @staticmethod
+            def memcpyAsync(dst, src, n, kind, s):
+                assert kind == 4
+                gpu._call(s, ("copy", dst, src, n))
+
+        class Stream:
+            def __init__(self, non_blocking=False, ptr=None):
+                self.ptr = next(gpu.ids) if ptr is None else ptr
+
+            def begin_capture(self):
+                gpu.capturing[self.ptr] = []
+                gpu.captures += 1
+
+            def end_capture(self):
+                return Graph(self.ptr, gpu.capturing.pop(self.ptr))
+
+        class Graph:
+            def __init__(self, home, calls):
+                self.home, self.calls = home, calls
+
+            def launch(self, stream):
+                gpu.launches += 1
+                for s, item in self.calls:
+                    gpu._apply(stream.ptr if s == self.home else s, item)
+
+        class Event:
+            def __init__(self, disable_timing=False):
+                self.ptr = next(gpu.ids)
+
+        class Device:
+            def __init__(self, d=0):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *a):
+                return False
+
+        class Cuda:
+            runtime = Runtime
+            ExternalStream = staticmethod(lambda p: Stream(ptr=p))
+        Cuda.Stream, Cuda.Event, Cuda.Device = Stream, Event, Device
+
+        class Cp:
+            cuda = Cuda
+        self.cp = Cp
+
+    def alloc(self, nbytes: int):
+        class Buf:
+            pass
+        b = Buf()
+        b.ptr = self.top
+        b.data = b
+        self.top += (nbytes + 255) // 256 * 256 + 256
+        return b
+
+    def _call(self, s, item):
+        for home, calls in self.capturing.items():
+            # a capture takes the calls of its stream and of every stream that joined it by
+            # waiting on an event recorded inside it
+            joined = s == home or any(x == s for x, _ in calls)
+            if joined or (item[0] == "wait" and any(c == ("rec", item[1]) for _, c in calls)):
+                calls.append((s, item))
+                return
+        self._apply(s, item)
+
+    def _apply(self, s, item):
+        if item[0] == "rec":
+            token = object()
+            self.latest[item[1]] = token
+            self.queues.setdefault(s, []).append(("rec", token))
+        elif item[0] == "wait":
+            self.queues.setdefault(s, []).append(("wait", self.latest.get(item[1])))
+        else:
+            self.queues.setdefault(s, []).append(item)
+
+    def run(self, seed):
+        rng = np.random.default_rng(seed)
+        while any(self.queues.values()):
+            ready = [s for s, q in self.queues.items() if q and (q[0][0] != "wait" or q[0][1] is None
+                                                                or q[0][1] in self.done)]
+            assert ready, "streams wait in a cycle"
+            q = self.queues[ready[rng.integers(len(ready))]]
+            item = q.pop(0)
+            if item[0] == "rec":
+                self.done.add(item[1])
+            elif item[0] == "copy":
+                _, dst, src, n = item
+                self.heap[dst:dst + n] = self.heap[src:src + n]
+
+
+@pytest.mark.parametrize("name,world,size,policy", CASES[2:5])
+def test_the_host_half_orders_a_call_as_the_lowering_says(name, world, size, policy):
+    """CopyEngineCall on a model of streams and events: three eager calls (the first
+    builds one graph, every call launches it) and one into a caller's capture, each
+    drained in random orders, give the oracle's bytes; the caller's stream waits for all."""
+    from purlin.backends.gpu.engines import bind
+    c = library.from_size(name, world, size, seed=3)
+    s = plan(c, TOPO, {**policy, "atom": "ce"})
+    low = lower(s, lanes(s, 2))
+    gpu = _Gpu(1 << 20)
+    snap = gpu.alloc(c.output.nbytes(0))   # the caller's next work copies rank 0's output here
+    ins = [gpu.alloc(c.input.nbytes(r)) for r in range(world)]
+    outs = [gpu.alloc(c.output.nbytes(r)) for r in range(world)]
+    staging = [gpu.alloc(s.staging_nbytes) for r in range(world)]
+    call = bind(gpu.cp, low, ins, outs, staging, lambda r: 0, 2)
+    caller = gpu.cp.cuda.Stream()
+    inputs = random_inputs(c, np.random.default_rng(5))
+    want = evaluate(c, inputs)
+    fresh = [gpu.alloc(c.input.nbytes(r)) for r in range(world)]   # the caller writes inputs from here
+    for r in range(world):
+        gpu.heap[fresh[r].ptr:fresh[r].ptr + c.input.nbytes(r)] = np.frombuffer(inputs[r].tobytes(), np.uint8)
+    for k in range(4):
+        for r in range(world):   # stale inputs, then the caller's stream writes the real ones
+            gpu.heap[ins[r].ptr:ins[r].ptr + c.input.nbytes(r)] = 0x11
+            gpu.heap[outs[r].ptr:outs[r].ptr + c.output.nbytes(r)] = 0xEE
+            gpu.cp.cuda.runtime.memcpyAsync(ins[r].ptr, fresh[r].ptr, c.input.nbytes(r), 4, caller.ptr)
+        if k < 3:
+            call(caller.ptr)
+        else:   # the caller captures: the call's ops join its graph, run when it launches
+            gpu.run(seed=k)   # the input writes are not part of the capture
+            caller.begin_capture()
+            call(caller.ptr)
+            graph = caller.end_capture()
+            assert all(not q for q in gpu.queues.values())
+            graph.launch(caller)
+        gpu.heap[snap.ptr:snap.ptr + c.output.nbytes(0)] = 0
+        gpu.cp.cuda.runtime.memcpyAsync(snap.ptr, outs[0].ptr, c.output.nbytes(0), 4, caller.ptr)
+        gpu.run(seed=k)
+        for r in range(world):
+            got = gpu.heap[outs[r].ptr:outs[r].ptr + c.output.nbytes(r)]
+            assert bytes(got) == bytes(want[r]), (k, r)
+        assert bytes(gpu.heap[snap.ptr:snap.ptr + c.output.nbytes(0)]) == bytes(want[0])   # it waited
+    assert gpu.captures == 2 and gpu.launches == 4   # one graph of the call's own, one the caller's
