@@ -87,7 +87,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--large-mib", type=int, default=64)
     ap.add_argument("--sweep", default="8K,64K,512K,4M,32M")
     ap.add_argument("--atoms", default="sm", help="Atoms of the large direct configs (copy collectives "
-                    "also try the others given: sm,tma)")
+                    "also try the others given: tma, or ce for the copy engines, e.g. sm,ce)")
     ap.add_argument("--large-only", action="store_true", help="only the large points (no AR 8 KiB, no sweep)")
     ap.add_argument("--collectives", default=None, help="comma list for the large points (default: the seven)")
     ap.add_argument("--divs", default="1,2,4", help="chunks per CTA's share of the large direct configs")
