@@ -170,9 +170,10 @@ class CopyEngineCall:
     stream: fork into the lanes, each memcpy after its events, join back. Outside a
     capture the whole call is one CUDA graph, built at the first such call (one launch,
     not a memcpy and its events each); inside one, the ops are captured as they are
-    enqueued. ``ptr(ref)`` is a Ref's device address; ``lane_device[l]`` lane l's GPU."""
+    enqueued. ``ptr(ref)`` is a Ref's device address; ``lane_device[l]`` lane l's GPU;
+    ``home`` the GPU of the caller's stream (an event is recorded on its own GPU's streams)."""
 
-    def __init__(self, cp, low: Lowered, ptr: Callable[[Ref], int], lane_device: Sequence[int]):
+    def __init__(self, cp, low: Lowered, ptr: Callable[[Ref], int], lane_device: Sequence[int], home: int):
         rt = cp.cuda.runtime
         self.cp, self.rt = cp, rt
         self.devices = list(lane_device)
@@ -182,7 +183,7 @@ class CopyEngineCall:
         for lane in used:
             with cp.cuda.Device(self.devices[lane]):
                 self.streams[lane] = cp.cuda.Stream(non_blocking=True)
-        with cp.cuda.Device(self.devices[used[0]] if used else rt.getDevice()):
+        with cp.cuda.Device(home):
             self.fork = cp.cuda.Event(disable_timing=True)
         for o in sorted(low.recorded):
             with cp.cuda.Device(self.devices[low.ops[o].lane]):
@@ -253,7 +254,8 @@ class CopyEngineCall:
 def bind(cp, low: Lowered, ins: Sequence, outs: Sequence, staging: Sequence, device_of: Callable[[int], int],
          per_rank: int) -> CopyEngineCall:
     """``low`` over these per-rank Buffers (``.ptr``) and staging arrays (half 0: calls
-    never overlap), lane ``l`` on the GPU of rank ``l // per_rank``."""
+    never overlap), lane ``l`` on the GPU of rank ``l // per_rank``, the caller's stream on
+    rank 0's."""
     def ptr(ref: Ref) -> int:
         if ref.buffer == "staging":
             return staging[ref.rank].data.ptr + ref.offset
@@ -261,4 +263,4 @@ def bind(cp, low: Lowered, ins: Sequence, outs: Sequence, staging: Sequence, dev
             raise ScheduleError(f"{ref}: a copy-engine Copy moves input, output and staging bytes, "
                                 f"not {ref.buffer}")
         return (ins if ref.buffer == "input" else outs)[ref.rank].ptr + ref.offset
-    return CopyEngineCall(cp, low, ptr, [device_of(lane // per_rank) for lane in range(low.lanes)])
+    return CopyEngineCall(cp, low, ptr, [device_of(lane // per_rank) for lane in range(low.lanes)], device_of(0))
