@@ -170,7 +170,7 @@ def plan(collective: Collective, topology: Topology | str | None = None,
         _check_reach(c, topo, gs)
     if pol.atom == "ce" and c.is_reduce:
         raise PlanError(f"policy.atom 'ce': {c.name} reduces, and a copy engine only copies; use "
-                        f"atom 'sm' (or 'tma' for the copies of a throughput plan)")
+                        f"atom 'sm' or 'tma'")
     if pol.atom == "switch":
         if not (c.is_reduce and pol.regime == "direct"):
             raise PlanError("policy.atom 'switch' (in-switch reduce) needs a reduction in the "
