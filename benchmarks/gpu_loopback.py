@@ -6,6 +6,9 @@ Writes benchmarks/results/h200-loopback.json. Summary:
   (least HBM traffic / memcpy bandwidth) / measured time; the worst of the seven;
 - loopback_ar8_8KiB_us: AllReduce W=8 8 KiB, per call in a graph of 128 calls.
 Prints nccl-tests-style tables for a size sweep (every element checked).
+With ``--atoms sm,ce`` the copy collectives' large points also run as copy-engine plans
+(the SM grid's chunking, and W or 4W programs a rank of large memcpys), each at the
+executor's 4 streams a rank and at a stream per program (``/lanes=program``).
 
 Run (after `pip install -e .`): python3 benchmarks/gpu_loopback.py
 """
@@ -106,6 +109,10 @@ def main(argv=None) -> dict:
     from purlin.backends.gpu import LoopbackWorld
     from purlin.snac import Policy
     world = LoopbackWorld(W)
+    wide = None
+    if "ce" in atoms:   # a world whose copy-engine calls give every copying program its own stream
+        wide = LoopbackWorld(W)
+        wide.copy_lanes = 1 << 12
     doc = header("PYTHONPATH=. python3 benchmarks/gpu_loopback.py " + " ".join(argv or sys.argv[1:]))
     raw = doc["raw"] = {"memcpy": {}, "large": {}, "ar8_8KiB": {}, "sweep": {}}
     doc["cta_budget_per_rank"] = world.cta_budget
@@ -131,6 +138,7 @@ def main(argv=None) -> dict:
         ideal_us = need / memcpy_bw / 1e3
         best = None
         configs = {"auto": None}
+        on_world = {}   # key -> the world it runs on, where not ``world``
         # direct (zero-copy) with the whole CTA budget on the one role it uses, and half
         for ctas in (budget - 1, max(1, budget // 2)):
             for div in divs:
@@ -146,14 +154,26 @@ def main(argv=None) -> dict:
                     for atom in (a for a in atoms if a != "sm"):
                         configs[f"direct/{atom}/ctas={ctas}/chunk={chunk}"] = pol.with_(atom=atom)
                 configs[f"direct/ctas={ctas}/chunk={chunk}"] = pol
+        if "ce" in atoms and not c.is_reduce:   # copy engines: few large memcpys, not an SM grid's
+            work = max(c.input.nbytes(r) for r in range(W))
+            for ctas in (W, 4 * W):
+                chunk = max(64 * KiB, work // ctas // 4096 * 4096)
+                configs[f"direct/ce/ctas={ctas}/chunk={chunk}"] = Policy(
+                    regime="direct", put_ctas=ctas, consumer_ctas=1, chunk_nbytes=chunk, atom="ce")
+            # the executor deals a rank's copying programs over copy_lanes streams (4); the
+            # simulator runs each program as its own stream: the same plans with a lane each
+            for key in [k for k in configs if "/ce/" in k]:
+                configs[key + "/lanes=program"] = configs[key]
+                on_world[key + "/lanes=program"] = wide
         for key, pol in configs.items():
+            w = on_world.get(key, world)
             try:
                 t0 = time.time()
-                sched = world.plan(c, pol)
+                sched = w.plan(c, pol)
                 plan_s = time.time() - t0
-                fn = lambda: world.run(sched, ins, outs)
+                fn = lambda: w.run(sched, ins, outs)
                 samples = time_graph(fn, calls=8, replays=5)
-                world.check()
+                w.check()
             except Exception as e:   # a policy the planner refuses: record why
                 raw["large"].setdefault(name, {})[key] = {"error": f"{type(e).__name__}: {e}"}
                 continue
@@ -161,16 +181,17 @@ def main(argv=None) -> dict:
             ratio = ideal_us / t
             raw["large"].setdefault(name, {})[key] = {
                 "samples_us": samples, "ctas": len(sched.programs), "wrong": None,
-                "plan_s": plan_s, "policy": sched.policy, "vs_roofline": ratio, "schedule": sched}
+                "plan_s": plan_s, "policy": sched.policy, "vs_roofline": ratio, "schedule": sched, "world": w}
         # every byte of the fastest configurations against the oracle (on the host), until one is right
         for key, r in sorted(((k, r) for k, r in raw["large"].get(name, {}).items() if "schedule" in r),
                              key=lambda kv: -kv[1]["vs_roofline"]):
-            r["wrong"] = poisoned_run_wrong(cp, world, r["schedule"], ins, outs)
+            r["wrong"] = poisoned_run_wrong(cp, r["world"], r["schedule"], ins, outs)
             if r["wrong"] == 0:
                 best = (r["vs_roofline"], key, median(r["samples_us"]))
                 break
         for r in raw["large"].get(name, {}).values():
             r.pop("schedule", None)
+            r.pop("world", None)
         summary_large[name] = {"vs_roofline": best[0] if best else 0.0, "config": best[1] if best else None,
                                "time_us": best[2] if best else None, "least_traffic_bytes": need,
                                "input_per_rank_max": max(c.input.nbytes(r) for r in range(W))}
