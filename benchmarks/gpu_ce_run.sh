@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call for the copy-engine Atom (issue 17): its GPU tests, the copy collectives'
+# large loopback points with `ce` plans (4 streams a rank, and a stream per program), then
+# the Atom copy against cudaMemcpy. Fits one 10-minute call; the tests come first, since
+# the figures mean nothing if the bytes are wrong. Logs and results go to $OUT (the device
+# tool brings them back) and results also to benchmarks/results/ (NAME-loopback-ce.json,
+# NAME-atoms-ce.json, NAME = h200 or h100 by the GPU found). Where simpy is not installed, put
+# it on PYTHONPATH first (e.g. pip install --target /tmp/site simpy-*.whl; PYTHONPATH=/tmp/site).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PURLIN_CACHE_DIR=${PURLIN_CACHE_DIR:-$PWD/.purlin-cache}
+OUT=${OUT:-/tmp/purlin-out}; mkdir -p "$OUT"; export OUT
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+case "$gpu" in *H200*) g=h200 ;; *H100*) g=h100 ;; *) g=gpu ;; esac
+echo "# $gpu -> $g"
+stage() { local t=$1 name=$2; shift 2; echo "=== $name"; timeout "$t" "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log"; tail -n 30 "$OUT/$name.log"; }
+stage ${T_TESTS:-200} tests python3 -m pytest -q -rs -p no:cacheprovider tests/backends/gpu -k copy_engine
+stage ${T_LOOP:-200} loopback_ce python3 benchmarks/gpu_loopback.py --large-only --atoms sm,ce \
+    --collectives all_to_all,all_to_all_v,all_gather --divs 1 --out $g-loopback-ce.json
+stage ${T_ATOMS:-150} atoms python3 benchmarks/gpu_atoms.py --out $g-atoms-ce.json --sizes-mib 64 --rounds 3 --reps 8
