@@ -7,8 +7,8 @@ Writes benchmarks/results/h200-loopback.json. Summary:
 - loopback_ar8_8KiB_us: AllReduce W=8 8 KiB, per call in a graph of 128 calls.
 Prints nccl-tests-style tables for a size sweep (every element checked).
 With ``--atoms sm,ce`` the copy collectives' large points also run as copy-engine plans
-(the SM grid's chunking, and W or 4W programs a rank of large memcpys), each at the
-executor's 4 streams a rank and at a stream per program (``/lanes=program``).
+(the direct configurations' programs and chunks), each at the executor's 4 streams a rank
+and at a stream per program (``/lanes=program``).
 
 Run (after `pip install -e .`): python3 benchmarks/gpu_loopback.py
 """
@@ -154,12 +154,7 @@ def main(argv=None) -> dict:
                     for atom in (a for a in atoms if a != "sm"):
                         configs[f"direct/{atom}/ctas={ctas}/chunk={chunk}"] = pol.with_(atom=atom)
                 configs[f"direct/ctas={ctas}/chunk={chunk}"] = pol
-        if "ce" in atoms and not c.is_reduce:   # copy engines: few large memcpys, not an SM grid's
-            work = max(c.input.nbytes(r) for r in range(W))
-            for ctas in (W, 4 * W):
-                chunk = max(64 * KiB, work // ctas // 4096 * 4096)
-                configs[f"direct/ce/ctas={ctas}/chunk={chunk}"] = Policy(
-                    regime="direct", put_ctas=ctas, consumer_ctas=1, chunk_nbytes=chunk, atom="ce")
+        if "ce" in atoms and not c.is_reduce:
             # the executor deals a rank's copying programs over copy_lanes streams (4); the
             # simulator runs each program as its own stream: the same plans with a lane each
             for key in [k for k in configs if "/ce/" in k]:
