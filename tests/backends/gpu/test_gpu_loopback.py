@@ -38,6 +38,28 @@ def world(w):
     return _WORLDS[w]
 
 
+def _replay_in_graph(cp, w, warm, calls, outs, rounds: int, replays: int) -> None:
+    """Run ``warm`` once (every binding made outside a capture), poison ``outs``, capture
+    ``rounds`` of ``calls`` in one CUDA graph, replay it ``replays`` times, then check the
+    world's watchdog."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        for f in warm:
+            f()
+        stream.synchronize()
+        for o in outs:
+            o.fill(-1)
+        stream.begin_capture()
+        for _ in range(rounds):
+            for f in calls:
+                f()
+        graph = stream.end_capture()
+        for _ in range(replays):
+            graph.launch(stream)
+        stream.synchronize()
+    w.check()
+
+
 def run_and_check(cp, w, c, policy=None, rng=None, calls=2, devices=None):
     """Run ``c`` on world ``w`` with random inputs and poisoned outputs (rank r's arrays on
     ``devices[r]``, else the current GPU); every byte must equal the spec's oracle."""
@@ -146,22 +168,8 @@ def test_cuda_graph_capture_and_replay(cp):
     ins2 = [cp.full(2048, r, cp.float32) for r in range(8)]
     out1 = [cp.empty(2048, cp.float32) for _ in range(8)]
     out2 = [cp.empty(16384, cp.float32) for _ in range(8)]
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        w.run(c1, ins1, out1)            # warm up outside capture
-        w.run(c2, ins2, out2)
-        stream.synchronize()
-        for o in out1 + out2:
-            o.fill(-1)
-        stream.begin_capture()
-        for _ in range(16):
-            w.run(c1, ins1, out1)
-            w.run(c2, ins2, out2)
-        graph = stream.end_capture()
-        for _ in range(10):
-            graph.launch(stream)
-        stream.synchronize()
-    w.check()
+    calls = [lambda: w.run(c1, ins1, out1), lambda: w.run(c2, ins2, out2)]
+    _replay_in_graph(cp, w, calls, calls, out1 + out2, rounds=16, replays=10)
     assert all(bool((o == 36).all()) for o in out1)
     want = cp.concatenate(ins2)
     assert all(bool(cp.array_equal(o, want)) for o in out2)
@@ -400,23 +408,10 @@ def test_copy_engine_calls_capture_into_a_graph_with_kernel_calls(cp):
     ins_ar = [cp.full(2048, r + 1, cp.float32) for r in range(8)]
     out_ag = [cp.empty(16384, cp.float32) for _ in range(8)]
     out_ar = [cp.empty(2048, cp.float32) for _ in range(8)]
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        w.run(s_ag, ins_ag, out_ag)
-        w.run(ar, ins_ar, out_ar)
-        w.run(s_ag, out_ar, out_ag)       # every binding before the capture
-        stream.synchronize()
-        for o in out_ag + out_ar:
-            o.fill(-1)
-        stream.begin_capture()
-        for _ in range(4):
-            w.run(ar, ins_ar, out_ar)
-            w.run(s_ag, out_ar, out_ag)   # reads what the AllReduce just wrote
-        graph = stream.end_capture()
-        for _ in range(3):
-            graph.launch(stream)
-        stream.synchronize()
-    w.check()
+    calls = [lambda: w.run(ar, ins_ar, out_ar),
+             lambda: w.run(s_ag, out_ar, out_ag)]   # reads what the AllReduce just wrote
+    _replay_in_graph(cp, w, [lambda: w.run(s_ag, ins_ag, out_ag)] + calls, calls, out_ag + out_ar,
+                     rounds=4, replays=3)
     assert all(bool((o == 36).all()) for o in out_ar)
     assert all(bool((o == 36).all()) for o in out_ag)
     with pytest.raises(ScheduleError, match="copy-engine schedule .* runs as memcpys"):
