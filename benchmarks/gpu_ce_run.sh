@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One device call for the copy-engine Atom (issue 17): its GPU tests, the copy collectives'
-# large loopback points with `ce` plans (4 streams a rank, and a stream per program), then
-# the Atom copy against cudaMemcpy. Fits one 10-minute call; the tests come first, since
-# the figures mean nothing if the bytes are wrong. Logs and results go to $OUT (the device
-# tool brings them back) and results also to benchmarks/results/ (NAME-loopback-ce.json,
-# NAME-atoms-ce.json, NAME = h200 or h100 by the GPU found). Where simpy is not installed, put
-# it on PYTHONPATH first (e.g. pip install --target /tmp/site simpy-*.whl; PYTHONPATH=/tmp/site).
+# large loopback points with `ce` plans (4 streams a rank, and a stream per program),
+# memcpys under many streams (gpu_ce_streams.py), then the Atom copy against cudaMemcpy.
+# The tests come first, since the figures mean nothing if the bytes are wrong. Logs and
+# results go to $OUT (the device tool brings them back) and results also to
+# benchmarks/results/ (NAME-loopback-ce.json, NAME-ce-streams.json, NAME-atoms-ce.json;
+# NAME = h200 or h100 by the GPU found). Where simpy is not installed, put it on PYTHONPATH
+# first (e.g. pip install --target /tmp/site simpy-*.whl; PYTHONPATH=/tmp/site).
 # A cold NVRTC compile takes minutes there: carry .purlin-cache filled by gpu_precompile.py;
 # the first stage loads both cubins (compiling what the cache lacks) so no later stage does.
 # A stage that runs out of time dumps its Python stacks (SIGABRT, faulthandler) into its log.
@@ -26,4 +27,5 @@ kernels.for_device(0); gpu_kernels.for_device(0); print(f"cubins loaded in {time
 stage ${T_TESTS:-150} tests python3 -m pytest -q -rs -p no:cacheprovider tests/backends/gpu -k copy_engine
 stage ${T_LOOP:-170} loopback_ce python3 benchmarks/gpu_loopback.py --large-only --atoms sm,ce \
     --collectives all_to_all,all_to_all_v,all_gather --divs 1 --out $g-loopback-ce.json
+stage ${T_STREAMS:-90} ce_streams python3 benchmarks/gpu_ce_streams.py --out $g-ce-streams.json
 stage ${T_ATOMS:-110} atoms python3 benchmarks/gpu_atoms.py --out $g-atoms-ce.json --sizes-mib 64 --rounds 3 --reps 8

@@ -31,7 +31,6 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=("executor", "bench"), default=None)
     args = ap.parse_args(argv)
     os.environ["PURLIN_CACHE_DIR"] = args.cache
-    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
     from purlin.backends.gpu import atomset
     from purlin.errors import BackendUnavailable
     if args.arch not in atomset.ATOM_SETS:
