@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", type=int, default=90, help="compute capability, e.g. 80, 90, 100")
+    ap.add_argument("--arch", type=int, default=90, help="compute capability as MAJOR*10+MINOR, e.g. 80, 90, 100")
     ap.add_argument("--expect", default=None, help="the device's NVRTC version, MAJOR.MINOR")
     ap.add_argument("--cache", default=str(ROOT / ".purlin-cache"), help="PURLIN_CACHE_DIR to fill")
     ap.add_argument("--only", choices=("executor", "bench"), default=None)
@@ -33,8 +33,10 @@ def main(argv=None) -> int:
     os.environ["PURLIN_CACHE_DIR"] = args.cache
     from purlin.backends.gpu import atomset
     from purlin.errors import BackendUnavailable
-    if args.arch not in atomset.ATOM_SETS:
-        ap.error(f"--arch {args.arch}: one of {sorted(atomset.ATOM_SETS)}")
+    try:
+        atoms = atomset.for_capability(args.arch)
+    except BackendUnavailable as e:
+        ap.error(f"--arch {args.arch}: {e}")
     try:
         nvrtc = atomset._nvrtc()
     except BackendUnavailable as e:
@@ -42,7 +44,6 @@ def main(argv=None) -> int:
     have = "%d.%d" % tuple(nvrtc.getVersion())
     if args.expect and have != args.expect:
         ap.error(f"NVRTC here is {have}, --expect {args.expect}: the device would not hit this cache")
-    atoms = atomset.ATOM_SETS[args.arch]
     jobs = {"executor": lambda: atomset.compile_cubin(atoms)}
     if args.only != "executor":
         import gpu_kernels
