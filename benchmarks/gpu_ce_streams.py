@@ -1,6 +1,6 @@
 """Copy engines under many streams: what a copy-engine plan's memcpys cost together.
 
-A microbenchmark, not a collective: ``--total`` bytes of device-to-device memcpys on one
+A microbenchmark, not a collective: ``--total-mib`` of of device-to-device memcpys on one
 GPU, cut into ops of ``s`` bytes dealt round-robin over ``k`` streams (forked from one
 stream and joined back, captured as one CUDA graph), for every (k, s). What it separates:
 the bytes' cost (HBM, the same total in every row) from a cost per op that may grow with
@@ -11,9 +11,9 @@ down as their chunks shrink (more memcpys) where the simulator predicts no chang
 measures the cause on its own, so that a model of it comes from here and not from them.
 
 Writes benchmarks/results/NAME (``--out``, default h200-ce-streams.json): per (k, s) the
-samples (us per graph replay), GB/s (read + written) and the time per op beyond the bytes
-at the single-stream rate of the largest ops; a cudaMemcpy of ``--total`` in the same run
-is the baseline (ratio).
+samples (us per graph replay), GB/s (read + written), the ratio to the baseline (one
+cudaMemcpy of the whole total in the same run, event-timed) and the time each op adds over
+that baseline.
 """
 from __future__ import annotations
 
