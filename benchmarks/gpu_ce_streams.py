@@ -1,6 +1,6 @@
 """Copy engines under many streams: what a copy-engine plan's memcpys cost together.
 
-A microbenchmark, not a collective: ``--total-mib`` of of device-to-device memcpys on one
+A microbenchmark, not a collective: ``--total-mib`` of device-to-device memcpys on one
 GPU, cut into ops of ``s`` bytes dealt round-robin over ``k`` streams (forked from one
 stream and joined back, captured as one CUDA graph), for every (k, s). What it separates:
 the bytes' cost (HBM, the same total in every row) from a cost per op that may grow with
