@@ -19,9 +19,8 @@ import statistics
 from pathlib import Path
 
 from common import write
+from gpu_loopback import W, large_collective
 
-W = 8
-MiB = 1 << 20
 
 
 def main(argv=None) -> dict:
@@ -37,19 +36,18 @@ def main(argv=None) -> dict:
         ap.error(f"{args.measured}: not a gpu_loopback.py results file ({type(e).__name__}: {e})")
     from purlin.sim import simulate
     from purlin.snac import Policy, plan
-    from purlin.spec import library
+    from purlin.snac.ir import Copy
     from purlin.topology import loopback_for
     topo = loopback_for(gpu, W)
     rows = []
     for name, configs in large.items():
-        size = per_rank * W if name in ("all_gather", "all_gather_v") else per_rank
-        c = library.from_size(name, W, size, "fp32", seed=1)   # as gpu_loopback.py makes it
+        c = large_collective(name, per_rank)
         for key, r in configs.items():
             if not key.startswith("direct/") or "lanes=" in key or "samples_us" not in r:
                 continue
             s = plan(c, topo, Policy.from_dict(r["policy"]), cta_budget=budget, check=False)
             sim = simulate(s, topo, None, record=False).time_us
-            copies = [i for p in s.programs for i in p.instrs if type(i).__name__ == "Copy"]
+            copies = [i for p in s.programs for i in p.instrs if isinstance(i, Copy)]
             meas = statistics.median(r["samples_us"])
             rows.append({"collective": name, "config": key, "atom": r["policy"]["atom"],
                          "chunk_nbytes": r["policy"]["chunk_nbytes"], "programs": len(s.programs),

@@ -30,6 +30,12 @@ def per_rank_size(name: str, per_rank_input: int) -> int:
     return per_rank_input * W if name in ("all_gather", "all_gather_v") else per_rank_input
 
 
+def large_collective(name: str, per_rank_input: int):
+    """The large point's collective (ce_model_check.py plans the same one again)."""
+    from purlin.spec import library
+    return library.from_size(name, W, per_rank_size(name, per_rank_input), "fp32", seed=1)
+
+
 def buffers(cp, c, rng_seed=0):
     rs = cp.random.RandomState(rng_seed)
     ins = [rs.standard_normal(c.input.nbytes(r) // 4, dtype=cp.float32).view(cp.uint8)
@@ -132,7 +138,7 @@ def main(argv=None) -> dict:
     # ---- large: the seven at >= 64 MiB per rank ----
     summary_large = {}
     for name in names:
-        c = library.from_size(name, W, per_rank_size(name, per_rank), "fp32", seed=1)
+        c = large_collective(name, per_rank)
         ins, outs = buffers(cp, c)
         need = least_traffic(c)
         ideal_us = need / memcpy_bw / 1e3
